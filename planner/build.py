@@ -28,8 +28,10 @@ Invariants:
   pins are due to fold into the pinned block,
   or the caller's budget, system prompt or time zone changes, or the previous call came
   longer ago than a provider keeps a prompt cache (`cache_ttl_s`, by the created_at of the
-  newest log message each call read: an extension would be all misses), a new epoch
-  rebuilds the context.
+  newest log message each call read, one more than MAX_STAMP_AHEAD_S ahead of the wall
+  clock counting as the wall clock: an extension would be all misses), a new epoch
+  rebuilds the context (under `system_messages="before_latest"`, the previous call's turns
+  are then not kept either, for the same reason).
   The plan reports which (`plan.cache`, whose shared prefix is counted on the returned
   messages, after any conversion, as the previous call's were) and where the stable
   prefix ends (`plan.breakpoints`, indexes of the returned messages, after any conversion).
@@ -151,6 +153,15 @@ EPOCH_START_FILL_SHARE = 0.54
 # retention (OpenAI's upper end; Anthropic's default is 5 minutes, its extended one an
 # hour): a restart never throws away a cache that could still be warm at either provider.
 DEFAULT_CACHE_TTL_S = 3600.0
+# A message stamped more than this ahead of the wall clock (time.time() at the context call
+# that reads it) counts as that wall clock on the epoch clock (`_log_time`): it is no clock
+# at all (a wrong date, milliseconds stored as seconds, a year typo), and taken as it is it
+# would hold the conversation's clock (which never goes backwards) ahead for years, so no
+# later real gap past cache_ttl_s would be seen. A day: wider than any honest offset (a
+# local time read as UTC is at most 14 h ahead, UTC+14; an unsynced server, minutes), which
+# keeps measuring gaps between its own stamps as before; a stamp within it may still hold
+# the clock ahead, for at most this long. Replays stamp the past: never affected.
+MAX_STAMP_AHEAD_S = 86_400.0
 # A rewind on a new user message that would keep less than this share of the budget as
 # the cached prefix starts a new epoch instead: a prefix that short is below the
 # providers' minimum cacheable length anyway, and a new epoch is filled
@@ -268,6 +279,9 @@ class _Call:
     # (Planner._previous), and why there is none when the store knows
     prev: EpochState | None = None
     prev_why: str = ""
+    # the wall clock at the call, read once: the bound on how far ahead a message's stamp
+    # may move the epoch clock (MAX_STAMP_AHEAD_S)
+    wall: float = field(default_factory=time.time)
 
     @property
     def zone(self) -> Zone:
@@ -373,7 +387,7 @@ class Planner:
         pools, caps = self._candidates(call, fixed)
         packing = Packing(conv, pools, self._block_headers(), fixed.room, self.tokens)
         call.prev, call.prev_why = self._previous(conv)
-        call.kept_from = self._memory_last_start(conv, call.prev, self._epoch_key(call))
+        call.kept_from = self._memory_last_start(call, fixed, self._epoch_key(call))
         # a context planned anew is filled (older tail turns, room nothing else wanted) to
         # EPOCH_START_FILL_SHARE of the budget, so it is cacheable at once: one that starts
         # an epoch, and every call where none is extended (context_epochs=false, before_tail;
@@ -661,13 +675,15 @@ class Planner:
                           f"#{prev.read_position} is not the log's: a backup was restored)")
         return prev, ""
 
-    def _memory_last_start(self, conv: str, prev: EpochState | None, key: EpochKey) -> int | None:
+    def _memory_last_start(self, call: _Call, fixed: _Fixed, key: EpochKey) -> int | None:
         """Under `system_messages="before_latest"` (no epochs): where the previous call's
         turns began, when it was planned under the same key (budget, system prompt,
-        incarnation), so this call can keep them as they were and only append."""
+        incarnation) and the provider's cache may still hold them (`_expired`, as an epoch
+        of the default layout), so this call can keep them as they were and only append."""
+        conv, prev = call.conv, call.prev
         if self.settings.system_messages != "before_latest":
             return None
-        if prev is None or key_change(prev.key, key):
+        if prev is None or key_change(prev.key, key) or self._expired(prev, call, fixed):
             return None
         starts = [p for g in prev.segments if g.kind in ("tail", "latest") for it in g.items
                   if it.conversation_id == conv for p in it.positions]
@@ -716,7 +732,7 @@ class Planner:
                 # system_messages = "merge") may merge them, so every call starts anew
                 why_new = "epochs are off (messages are converted or moved: context_format / system_messages)"
             elif self.settings.epochs and self.settings.retrieved_placement == "before_latest":
-                why_new = self._expired(prev, fixed)
+                why_new = self._expired(prev, call, fixed)
                 if not why_new:
                     ext, why_new = self._extend(prev, call, fixed, packing, latest_item, excess if moved_on else None)
             else:
@@ -730,7 +746,14 @@ class Planner:
                                      f"before_latest: the turns from #{kept_from} are kept as the previous call "
                                      "sent them and grow by appends; the memory message is rebuilt")
         else:
-            if prev is not None and kept_from is not None and not key_change(prev.key, key):
+            expired = (self._expired(prev, call, fixed) if prev is not None and kept_from is None
+                       and self.settings.system_messages == "before_latest" and not key_change(prev.key, key)
+                       else "")
+            if expired:
+                # before_latest: the previous call's turns were not kept as the cache has
+                # expired (_memory_last_start), the default layout's reason
+                why_new = expired
+            elif prev is not None and kept_from is not None and not key_change(prev.key, key):
                 # before_latest: the previous call's turns were not kept (the generic "epochs
                 # are off" said nothing of it); say why and where the turns start now
                 starts = [c.position for c in chosen["tail"]]
@@ -784,32 +807,39 @@ class Planner:
                 latest_user if fixed.latest_body is not None else None, fixed.latest_truncated, head=head,
                 late_paid=(prev.late_paid if ext is not None and prev is not None else 0)
                 + late_tokens, read_tip=self._tip(conv, fixed.tail_rows, read_position),
-                at=self._clock(prev, fixed)))
+                at=self._clock(prev, call, fixed)))
         return segments, total
 
     @staticmethod
-    def _log_time(fixed: _Fixed) -> float | None:
+    def _log_time(call: _Call, fixed: _Fixed) -> float | None:
         """This call's time by the log's clock: the latest created_at of the messages it
         read (None when it read none); the latest, not the newest by position, as one
         message may be stamped by another clock (an import, a client's). A replay stamps
-        its messages as they were said; in production it is about now."""
-        return max((float(r.created_at) for r in fixed.tail_rows), default=None)
+        its messages as they were said; in production it is about now. A stamp more than
+        MAX_STAMP_AHEAD_S ahead of the wall clock at this call (`call.wall`) counts as that
+        wall clock: the call's own time, the best known of when the message was read, so
+        one far-future stamp moves the clock no further than now and a later real gap
+        past the TTL is still seen."""
+        ahead = call.wall + MAX_STAMP_AHEAD_S
+        return max((t if t <= ahead else call.wall for t in (float(r.created_at) for r in fixed.tail_rows)),
+                   default=None)
 
     @classmethod
-    def _clock(cls, prev: EpochState | None, fixed: _Fixed) -> float | None:
+    def _clock(cls, prev: EpochState | None, call: _Call, fixed: _Fixed) -> float | None:
         """The epoch clock after this call (EpochState.at): the later of the previous
         call's and this call's log time. It never goes backwards: a message stamped behind
         (a backdated import, a client clock behind the server's, a server stamp after a
         client's ahead of it) is assumed warm and must not pull the clock back, or the next
         call stamped normally would look like a gap past the TTL and restart the epoch at
         every such step. A skewed clock then costs one new epoch at most (its first step
-        ahead)."""
-        now = cls._log_time(fixed)
+        ahead), and holds the clock ahead by MAX_STAMP_AHEAD_S at most: a stamp further
+        ahead of the wall clock moves it only to the call's wall clock (`_log_time`)."""
+        now = cls._log_time(call, fixed)
         if prev is None or prev.at is None:
             return now
         return prev.at if now is None else max(prev.at, now)
 
-    def _expired(self, prev: EpochState, fixed: _Fixed) -> str:
+    def _expired(self, prev: EpochState, call: _Call, fixed: _Fixed) -> str:
         """Why `prev` is not worth extending because the provider's prompt cache cannot hold
         it any more ("" when it may): this call comes more than `cache_ttl_s` after the
         previous one, by the log's clock (`_log_time` against the epoch clock `prev.at`,
@@ -820,7 +850,7 @@ class Planner:
         clock assume the cache is warm. A call with no new message (a retry) measures no
         gap: the log's clock has not moved."""
         ttl = self.settings.cache_ttl_s
-        now = self._log_time(fixed)
+        now = self._log_time(call, fixed)
         if not ttl or now is None or prev.at is None:
             return ""
         gap = now - prev.at

@@ -11,7 +11,8 @@ system prompt or the time zone (the dates shown are another clock's), a new epoc
 planned cache miss, reported in the plan with its reason). So does a call that comes longer
 after the previous one than a provider keeps a prompt cache (`PlannerSettings.cache_ttl_s`,
 by the latest created_at of the log messages the calls read, a clock that never goes
-backwards: `EpochState.at`): every token is
+backwards and that a stamp more than a day ahead of the wall clock moves only to the wall
+clock: `EpochState.at`, planner.build `_log_time`): every token is
 a miss then anyway, and a new epoch is smaller and fresher than the old one extended.
 
 Invariants:
