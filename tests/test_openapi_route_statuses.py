@@ -5,7 +5,9 @@ the guard's refusals to every route; this pins the whole set per route).
 
 Fails on the code before (review of the HTTP contract, 2026-12-07, base 7298b5a): no
 route declared 408 or 421, the conversation routes no 403, /v1/limits only 401,
-/metrics no 400/413/415/422, /healthz only 503, and /v1/mcp was absent."""
+/metrics no 400/413/415/422, /healthz only 503, and /v1/mcp was absent; (2026-12-07,
+base 1a248cb) no route but /v1/mcp declared the 405 of a method its path does not take
+(tests/test_service_method_not_allowed.py sends them)."""
 
 from __future__ import annotations
 
@@ -30,8 +32,10 @@ STORAGE = GUARD | {"503", "507"}
 # a conversation route: no such conversation, or outside the token's prefix (404)
 CONV = STORAGE | {"404"}
 C = "/v1/conversations/{conversation_id}"
+# every path: a method it does not take (405, `Allow`), declared on each of its operations
+METHOD = {"405"}
 
-EXPECTED: dict[tuple[str, str], set[str]] = {
+ROUTES: dict[tuple[str, str], set[str]] = {
     ("GET", "/healthz"): {"200", "503"} | BODY,  # 503: the cold tier down, or starting
     ("GET", "/metrics"): {"200"} | GUARD,  # 401/403 its own: a metrics token
     ("GET", "/v1/limits"): {"200"} | GUARD,  # no storage read
@@ -56,6 +60,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("GET", "/v1/conversations"): {"200"} | STORAGE,
     ("GET", "/v1/stats"): {"200"} | STORAGE,
 }
+EXPECTED = {route: statuses | METHOD for route, statuses in ROUTES.items()}
 # with the mcp extra: JSON-RPC over POST; 202 a notification, 405 any other method,
 # 503 the MCP server starting; no 404 or 507 (a tool's failure is a JSON-RPC result)
 MCP: dict[tuple[str, str], set[str]] = {("POST", "/v1/mcp"): {"200", "202", "405", "503"} | GUARD}

@@ -15,17 +15,23 @@ writing (busy, read-only), never for a lost connection (the COMMIT may have land
 a route that commits in several transactions (`SEVERAL_TRANSACTION_ROUTES`: the erasures
 in batches) says instead that it may be partly done and is safe to send again
 (`INCOMPLETE_REQUEST_TEXT`), never "nothing was written", and carries no `"written"`;
-anything else is logged, counted in `tiermem_http_unhandled_errors` and answered 500.
+a method a path does not take is 405 with an `Allow` header listing every method the
+path takes (Starlette's named only the first route's of a path served by two) and a detail
+that says so; anything else is logged, counted in `tiermem_http_unhandled_errors` and
+answered 500.
 """
 
 import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tiermem.errors import (
     ConversationNotFound,
@@ -113,6 +119,41 @@ async def validation_error(request: Request, exc: ValidationError) -> JSONRespon
     return JSONResponse(error_body([where, *loc], exc.problem, error_type(exc)), status_code=422)
 
 
+METHOD_NOT_ALLOWED_STATUS = 405
+# the order the methods are listed in (`Allow`, the 405's detail): any other after them
+METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def _template(path: str) -> re.Pattern[str]:
+    """An OpenAPI path ('/v1/conversations/{conversation_id}') as a pattern of the paths it names."""
+    return re.compile("".join("[^/]+" if part.startswith("{") else re.escape(part)
+                              for part in re.split(r"(\{[^}]*\})", path)))
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the OpenAPI document gives the request's path (Starlette's 405 names
+    only those of the first route whose path matched: GET of `GET /v1/search`, not POST);
+    empty for a path the document leaves out (/docs)."""
+    spec: dict[str, Any] = request.app.openapi()
+    path = request.scope.get("path", "")
+    found = {m.upper() for template, item in spec.get("paths", {}).items() if _template(template).fullmatch(path)
+             for m in item}
+    rank = {m: i for i, m in enumerate(METHOD_ORDER)}
+    return sorted(found, key=lambda m: (rank.get(m, len(rank)), m))
+
+
+async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    """The router's and the routes' HTTP exceptions as FastAPI answers them, but a 405
+    naming every method of the path (`Allow` and the detail; the method sent is not
+    echoed: it is any token a client likes)."""
+    if exc.status_code != METHOD_NOT_ALLOWED_STATUS:
+        return await http_exception_handler(request, exc)
+    allowed = allowed_methods(request) or [m.strip() for m in (exc.headers or {}).get("Allow", "").split(",")]
+    listed = ", ".join(m for m in allowed if m)
+    return JSONResponse({"detail": f"method not allowed: this path takes {listed}"},
+                        status_code=METHOD_NOT_ALLOWED_STATUS, headers={"Allow": listed})
+
+
 async def position_mismatch(request: Request, exc: PositionMismatch) -> JSONResponse:
     # not the caller's input but the log's state: 409, which a client tells from a 422
     return JSONResponse({"detail": str(exc), "type": error_type(exc), "conversation_id": exc.conversation_id,
@@ -175,8 +216,9 @@ async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
 # answered by Starlette's outermost middleware, which re-raises it after the answer, so
 # the ASGI server logs a traceback and drops the client's connection (a PostgreSQL lock
 # timeout or lost connection was answered 503 and then the keep-alive connection reset).
-HANDLERS: tuple[tuple[type[Exception], Callable[..., Awaitable[JSONResponse]]], ...] = (
+HANDLERS: tuple[tuple[type[Exception], Callable[..., Awaitable[Response]]], ...] = (
     (RequestValidationError, pydantic_error),
+    (StarletteHTTPException, http_error),
     (ValidationError, validation_error),
     (PositionMismatch, position_mismatch),
     (ConversationNotFound, not_found),

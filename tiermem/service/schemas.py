@@ -540,6 +540,16 @@ def as_json(errors: dict[int | str, dict[str, Any]]) -> dict[int | str, dict[str
     return out
 
 
+# every route: a method its path does not take (the router's answer, `handlers.method_not_allowed`),
+# JSON on /metrics too (as_json), so declared on every operation of the path
+METHOD_NOT_ALLOWED: dict[int | str, dict[str, Any]] = as_json({
+    405: {"model": ErrorOut, "description": "a method this path does not take (another than its operations'); "
+                                            "`Allow` lists those it takes",
+          "headers": {"Allow": {"description": "the methods this path takes, comma-separated",
+                                "schema": {"type": "string"}}}},
+})
+
+
 # the erasures (`handlers.SEVERAL_TRANSACTION_ROUTES`) commit in batches: a storage refusal
 # partway leaves the earlier batches erased, so their 503 and 507 never say "nothing
 # written" (and carry no `written`): they say what the answer itself says

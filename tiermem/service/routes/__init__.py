@@ -15,10 +15,12 @@ from tiermem.service.routes.conversations import conversation_routes
 from tiermem.service.routes.limits import limits_routes
 from tiermem.service.routes.ops import health_routes, metrics_routes
 from tiermem.service.routes.recall import recall_routes
+from tiermem.service.schemas import METHOD_NOT_ALLOWED
 
 
 def install_routes(app: FastAPI, *, auth_enabled: bool) -> None:
     creds = credentials(auth_enabled)
-    app.include_router(health_routes)
+    # any path answers 405 to a method it does not take: declared on each of its operations
+    app.include_router(health_routes, responses=METHOD_NOT_ALLOWED)
     for routes in (metrics_routes, conversation_routes, recall_routes, admin_routes, limits_routes):
-        app.include_router(routes, dependencies=creds)
+        app.include_router(routes, dependencies=creds, responses=METHOD_NOT_ALLOWED)
