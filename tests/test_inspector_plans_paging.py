@@ -29,6 +29,7 @@ from fastapi.testclient import TestClient
 
 from tiermem import Config, Memory
 from tiermem.inspector.data import PLAN_TURNS_PER_PAGE, PLANS_PER_PAGE
+from tiermem.inspector.routes import MAX_PLAN_NUMBER
 from tiermem.service import create_app
 from tiermem.tiers.embed_onnx import FastEmbedder
 
@@ -112,13 +113,13 @@ def test_a_turn_with_many_plans_is_paged(client: tuple[TestClient, Memory]) -> N
     while url is not None:
         r = c.get(url)
         assert r.status_code == 200, r.text
-        shown = [int(i) for i in re.findall(r"<h3>Plan #(\d+),", r.text)]
+        shown = [int(i) for i in re.findall(r"<h3>Plan #(\d+) of turn", r.text)]
         sizes.append(len(shown))
         ids += shown
         nxt = _links(r.text, "more-plans")
         url = nxt[0] if nxt else None
     assert sizes == [PLANS_PER_PAGE, PLANS_PER_PAGE, 3]  # the last page has no next link
-    assert ids == sorted(set(ids)) and len(ids) == 2 * PLANS_PER_PAGE + 3  # each plan once, oldest first
+    assert ids == list(range(1, 2 * PLANS_PER_PAGE + 4))  # each plan once, oldest first, numbered from 1
 
 
 # (turns, plans stored at each): every plan unreadable, so each one a page decodes is
@@ -155,13 +156,15 @@ def test_the_store_pages_turns_and_plans_alike_on_both_engines(engine_config: Co
         assert mem.cold.plan_turns(key, before=newest[1], limit=10) == newest[2:]
         assert mem.cold.plan_turns(key, before=newest[-1], limit=10) == []
         first, nxt = mem.cold.plans_at(key, newest[0], limit=2)
-        assert len(first) == 2 and nxt == first[-1]["id"]
+        # numbered among the turn's plans from 1, the cursor the last one's number
+        assert [p["number"] for p in first] == [1, 2] and nxt == 2
         assert all(p["last_position"] == newest[0] and isinstance(p["plan"], dict) for p in first)
         rest, end = mem.cold.plans_at(key, newest[0], after=nxt, limit=2)
         # the third readable plan and the unreadable one read: this page reaches the end
-        assert [p["id"] for p in rest] == [nxt + 1] and end is None
+        assert [p["number"] for p in rest] == [3] and end is None
+        assert mem.cold.plans_at(key, newest[0], after=MAX_PLAN_NUMBER, limit=2) == ([], None)
         assert mem.cold.plans_at(key, newest[0] + 1000, limit=2) == ([], None)
         # the same plans as the unpaged read
         every = [p for p in mem.cold.plans(key) if p["last_position"] == newest[1]]
         paged, _ = mem.cold.plans_at(key, newest[1], limit=10)
-        assert [{k: v for k, v in p.items() if k != "id"} for p in paged] == every
+        assert [{k: v for k, v in p.items() if k != "number"} for p in paged] == every

@@ -977,21 +977,25 @@ class SharedQueries:
 
     def plans_at(self, conversation_id: str, last_position: int, *, after: int | None = None,
                  limit: int) -> tuple[list[dict[str, Any]], int | None]:
-        # one row more than the page: is there a next one? Only the page's rows are decoded
+        # The row id is the shared table's: its gaps count other namespaces' plans, so a
+        # caller sees the plan's number among this turn's instead (invariant 10), the
+        # OFFSET of its row plus one. The skipped rows are index entries of plans_by_conv
+        # (SQLite's carry the row id, in id order) whose plan text is never read.
+        # One row more than the page: is there a next one? Only the page's rows are decoded
+        skip = 0 if after is None else after
         rows = self._q("SELECT id, plan, created_at FROM plans WHERE conversation_id = ? AND last_position = ? "
-                       "AND id > ? ORDER BY id LIMIT ?",
-                       (conversation_id, last_position, -1 if after is None else after, limit + 1))
+                       "ORDER BY id LIMIT ? OFFSET ?", (conversation_id, last_position, limit + 1, skip))
         out: list[dict[str, Any]] = []
-        for row_id, text, created in rows[:limit]:
+        for number, (row_id, text, created) in enumerate(rows[:limit], start=skip + 1):
             try:
                 plan = loads_stored(text)
                 if not isinstance(plan, dict):
                     raise ValueError("plan is not an object")
             except (ValueError, TypeError) as exc:
-                self._salvage(conversation_id, "plan", row_id, exc, what="plan skipped")
+                self._salvage(conversation_id, "plan", row_id, exc, what="plan skipped")  # the operator's log
                 continue
-            out.append({"id": int(row_id), "last_position": last_position, "plan": plan, "created_at": created})
-        return out, (int(rows[limit - 1][0]) if len(rows) > limit else None)
+            out.append({"number": number, "last_position": last_position, "plan": plan, "created_at": created})
+        return out, (skip + limit if len(rows) > limit else None)
 
     def checkpoint(self, conversation_id: str, summary: str, position: int,
                    metadata: dict[str, Any] | None = None) -> Checkpoint:

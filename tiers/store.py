@@ -451,11 +451,13 @@ class ColdLog(Protocol):
 
     def plans_at(self, conversation_id: str, last_position: int, *, after: int | None = None,
                  limit: int) -> tuple[list[dict[str, Any]], int | None]:
-        """A page of the plans stored at one last position, oldest first: the rows after
-        the row id `after` (None: from the first), at most `limit` read and decoded (as
-        `plans`', each with its row id, "id"), and the next page's cursor (the last row
-        id read), None when this page reaches the end. A row that cannot be decoded is
-        salvaged, so a page may show fewer than `limit`."""
+        """A page of the plans stored at one last position, oldest first: those after
+        the turn's first `after` (None: from the first), at most `limit` read and decoded
+        (as `plans`', each with "number", its place among the turn's plans from 1), and
+        the next page's cursor (the number of the last plan read), None when this page
+        reaches the end. A row that cannot be decoded is salvaged, so a page may show
+        fewer than `limit` (the numbers of the others stay). Never a row id: the table is
+        every namespace's, so its ids count others' plans (design invariant 10)."""
         ...
 
     # -- derived labels and user state ------------------------------------------------------

@@ -353,17 +353,20 @@ PLANS_PER_PAGE = 10
 class StoredPlans:
     turns: list[int]  # this page's turn links: last positions with stored plans, newest first
     chosen: int | None
-    plans: list[dict[str, Any]]  # a page of the chosen turn's: {"id", "last_position", "plan", "created_at"}
+    # a page of the chosen turn's: {"number", "last_position", "plan", "created_at"}; "number"
+    # is the plan's place among the turn's plans from 1, never the shared table's row id,
+    # whose gaps count other namespaces' plans (design invariant 10)
+    plans: list[dict[str, Any]]
     turns_before: int | None = None  # the turn links' cursor: this page lists turns below it (None: the newest)
     next_turns_before: int | None = None  # the older turn links' cursor; None: no older turn
-    after: int | None = None  # the plans' cursor: this page's plans come after this row id (None: the first)
+    after: int | None = None  # the plans' cursor: this page's plans come after the turn's first `after` (None: 0)
     next_after: int | None = None  # the chosen turn's next plans' cursor; None: its last page
 
 
 def stored_plans(mem: Memory, namespace: str, name: str, turn: int | None, *, turns_before: int | None = None,
                  after: int | None = None) -> StoredPlans:
     """A page of turn links (PLAN_TURNS_PER_PAGE turns below `turns_before`, newest first)
-    and a page of the chosen turn's plans (PLANS_PER_PAGE after the row id `after`); `turn`
+    and a page of the chosen turn's plans (PLANS_PER_PAGE after its first `after`); `turn`
     None: the newest turn of the links' page. Only the page's turns and plans are read."""
     key = resolve(mem, namespace, name)
     got = mem.cold.plan_turns(key, before=turns_before, limit=PLAN_TURNS_PER_PAGE + 1)  # one more: older ones?

@@ -68,7 +68,9 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 PAGE_HEADERS = {"Content-Security-Policy": CSP, "Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
                 "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY"}
-MAX_ROW_ID = 2**63 - 1  # a stored plan's row id, a page cursor: a signed 64-bit integer on both engines
+# a page cursor over one turn's stored plans (how many of them come before the page): an
+# OFFSET both engines take, a signed 64-bit integer
+MAX_PLAN_NUMBER = 2**63 - 1
 STARTING_RETRY_S = 5  # seconds a browser is told to wait while the service opens its Memory
 
 
@@ -377,13 +379,16 @@ def build_router(ins: Inspector) -> APIRouter:
     def plans(request: Request, cid: str,
               turn: Annotated[int | None, Query(ge=0, le=MAX_POSITION)] = None,
               turns_before: Annotated[int | None, Query(ge=0, le=MAX_POSITION)] = None,
-              after: Annotated[int | None, Query(ge=0, le=MAX_ROW_ID)] = None) -> HTMLResponse:
+              after_plan: Annotated[int | None, Query(ge=0, le=MAX_PLAN_NUMBER)] = None) -> HTMLResponse:
+        # the cursor was `after`, a row id of the table every namespace's plans share (its
+        # gaps counted others' plans); an old link's `after` is an unknown parameter now,
+        # ignored: the turn's first plans, never a global id read as a plan's number
         grant, ns, cid = ins.conversation(request, cid)
         try:
-            stored = data.stored_plans(ins.mem(), ns, cid, turn, turns_before=turns_before, after=after)
+            stored = data.stored_plans(ins.mem(), ns, cid, turn, turns_before=turns_before, after=after_plan)
         except ConversationNotFound:
             raise ins.not_found(request, cid, grant) from None
-        rendered = [{"id": p["id"], "created_at": p["created_at"], **_stored_plan_ctx(p["plan"])}
+        rendered = [{"number": p["number"], "created_at": p["created_at"], **_stored_plan_ctx(p["plan"])}
                     for p in stored.plans]
         return ins.page(request, "plans.html", title=f"Stored plans: {cid}", grant=grant, ns=ns, cid=cid,
                         stored=stored, rendered=rendered, enabled=ins.runtime.config.store_plans, tab="plans")
