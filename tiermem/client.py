@@ -241,6 +241,8 @@ class _Call(Generic[T]):
     path: str
     read: Callable[[Any], T]
     json: Any = None
+    # the JSON body already encoded (as httpx would encode `json`), sent as is; `json` then None
+    content: bytes | None = None
     params: dict[str, Any] | None = None
     namespace: str | None = None
     conversation_id: str | None = None
@@ -320,14 +322,24 @@ def _wire(message: MessageLike, limits: Limits | None, *, session_id: str | None
     return out
 
 
-def _anthropic_wire(message: Any) -> dict[str, Any]:
+def _json_bytes(value: Any) -> bytes:
+    """`value` as the JSON httpx 0.28 and later send for `json=value` (compact UTF-8, no
+    NaN), the strictest encoding of any httpx this package takes (0.27 would send a lone
+    surrogate escaped, for the server to refuse with no field named). Raises TypeError,
+    ValueError (UnicodeEncodeError: a lone surrogate) or RecursionError."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _anthropic_wire(message: Any) -> bytes:
     """An Anthropic message as sent for the service's adapter to convert: the SDK's objects
     in it (a reply, its blocks, a tool_result's, wherever they are) as `from_anthropic`
     reads them (`sdk_plain_deep`, the adapter's one conversion), so that the service
     stores what the library would. Refused here, naming where, when a dict key in it is no
     string (`check_keys`: the JSON it is sent as would carry the key's text, another key)
     or a value in it is one JSON cannot carry (`tiers.plain_json.unencodable`; httpx's
-    encoder raised a bare TypeError for an object, ValueError for NaN)."""
+    encoder raised a bare TypeError for an object, ValueError for NaN). The JSON bytes of
+    the check are what is sent (`append_many`: the batch's body is built of them), so the
+    message is encoded once."""
     out = dict(sdk_plain(message))  # TypeError, ValueError: not an object (the caller names it)
     for name, value in out.items():
         try:
@@ -336,12 +348,9 @@ def _anthropic_wire(message: Any) -> dict[str, Any]:
             raise field_error(name, "is nested too deep to be sent (past the interpreter's recursion limit)") from None
     check_keys(out, "")
     try:
-        # as httpx 0.28 and later encode a request's JSON, the strictest (0.27 would send a
-        # lone surrogate escaped, for the server to refuse with no field named)
-        json.dumps(out, ensure_ascii=False, allow_nan=False).encode()
+        return _json_bytes(out)
     except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
         raise unencodable(out, "sent") from None
-    return out
 
 
 def request_bytes(value: Any) -> int:
@@ -470,6 +479,8 @@ class _Calls:
 
     def headers(self, call: _Call[Any]) -> dict[str, str]:
         out = {"Authorization": f"Bearer {self.token}"} if self.token is not None else {}
+        if call.content is not None:  # a body encoded here: the type httpx gives `json`
+            out["Content-Type"] = "application/json"
         if call.namespace is not None:
             out[NAMESPACE_HEADER] = call.namespace
         if call.idempotency_key is not None:
@@ -513,16 +524,21 @@ class _Calls:
         wire: list[Any] = []
         for i, m in enumerate(messages):
             try:
-                # an Anthropic message is converted by the service's adapter, which names its fields
+                # an Anthropic message is converted by the service's adapter, which names its
+                # fields; it is checked by encoding it, and those bytes are sent
                 wire.append(_wire(m, self.server_limits) if format == OPENAI_FORMAT else _anthropic_wire(m))
             except ValidationError as exc:
                 raise ValidationError(f"messages[{i}].{exc.field}", exc.problem) from None
             except (TypeError, ValueError):
                 raise ValidationError(f"messages[{i}]", f"must be an object, got {type(m).__name__}") from None
-        body: dict[str, Any] = {"messages": wire, "format": format, **conditions}
+        rest: dict[str, Any] = {"format": format, **conditions}
         if session_id is not None:
-            body["session_id"] = session_id
-        return self._conv_call("POST", conv, "/messages:batch", _outcome, namespace, json=body, keyable=True,
+            rest["session_id"] = session_id
+        sent: dict[str, Any] = {"json": {"messages": wire, **rest}}
+        if format == ANTHROPIC_FORMAT:
+            # the bytes httpx would send for that body (`_json_bytes`), of the messages' own
+            sent = {"content": b'{"messages":[' + b",".join(wire) + b"]," + _json_bytes(rest)[1:]}
+        return self._conv_call("POST", conv, "/messages:batch", _outcome, namespace, **sent, keyable=True,
                                idempotency_key=key, conditional=bool(conditions), whole_response=True)
 
     def checkpoint(self, conversation_id: object, summary: str, position: int,
@@ -789,7 +805,7 @@ class _Base:
 
     def _request(self, call: _Call[Any]) -> dict[str, Any]:
         return {"method": call.method, "url": self._calls.url(call), "params": call.params, "json": call.json,
-                "headers": self._calls.headers(call), "timeout": self._timeout_s}
+                "content": call.content, "headers": self._calls.headers(call), "timeout": self._timeout_s}
 
     def _needs_limits(self, call: _Call[Any]) -> bool:
         """Whether `call` must first learn what the server takes: whether it honours
