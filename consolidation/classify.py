@@ -752,6 +752,19 @@ _SLOT_ANSWER = re.compile(
     r"\d{1,2}(?::\d\d)?\s?(?:am|pm)|(?:size|colou?r|quantity|qty) \w+|[$€£]\s?\d[\d,.]*)(?:\b|$)"
 )
 
+# The value statements _statement_lb tries in this order, after the named things: (pattern,
+# whether it reads the text as written (else lower-cased), the group it returns, the rule,
+# the priority class)
+_VALUE_STATEMENTS: tuple[tuple[re.Pattern[str], bool, int, str, str], ...] = (
+    (_WORK_LIVE, True, 0, "affiliation", "entity"),
+    (_ORG, True, 1, "organisation", "entity"),
+    (_MONEY_CAP, False, 0, "budget", "constraint"),
+    (_TECH_VERSION, True, 0, "environment", "constraint"),
+    (_DAY_OF_MONTH_VALUE, False, 0, "day-of-month", "constraint"),
+    (_DAY_MONTH_DATE, False, 0, "date", "constraint"),
+    (_DECISION_STMT, False, 0, "decision", "decision"),
+)
+
 
 def _statement_lb(clean: str, norm: str) -> tuple[str, str, str] | None:
     """(rule, match, priority class) when a user statement carries an entity, constraint or decision."""
@@ -767,27 +780,10 @@ def _statement_lb(clean: str, norm: str) -> tuple[str, str, str] | None:
     m = _HAVE_NAMED.search(clean)
     if m and m.group(1).split()[0] not in _STOP_CAPS:
         return "named", m.group(0), "entity"
-    m = _WORK_LIVE.search(clean)
-    if m:
-        return "affiliation", m.group(0), "entity"
-    m = _ORG.search(clean)
-    if m:
-        return "organisation", m.group(1), "entity"
-    m = _MONEY_CAP.search(norm)
-    if m:
-        return "budget", m.group(0), "constraint"
-    m = _TECH_VERSION.search(clean)
-    if m:
-        return "environment", m.group(0), "constraint"
-    m = _DAY_OF_MONTH_VALUE.search(norm)
-    if m:
-        return "day-of-month", m.group(0), "constraint"
-    m = _DAY_MONTH_DATE.search(norm)
-    if m:
-        return "date", m.group(0), "constraint"
-    m = _DECISION_STMT.search(norm)
-    if m:
-        return "decision", m.group(0), "decision"
+    for pat, cased, group, rule, kind in _VALUE_STATEMENTS:
+        m = pat.search(clean if cased else norm)
+        if m:
+            return rule, m.group(group), kind
     m = _ACCEPT.match(norm)
     if m:
         return "accept-option", m.group(0), "decision"
