@@ -91,6 +91,8 @@ POPPED_FROM_KEY = "tiermem_popped_from"  # metadata of the items a pop of a mult
 # content where the stored form had to leave blocks out
 LANGCHAIN_ID_KEY = "langchain_id"
 LANGCHAIN_CONTENT_KEY = "langchain_content"
+# an AI message's invalid tool calls (`tiermem.adapters.langchain.METADATA_INVALID_CALLS_KEY`)
+LANGCHAIN_INVALID_CALLS_KEY = "langchain_invalid_tool_calls"
 
 _locks_guard = threading.Lock()
 _locks: weakref.WeakKeyDictionary[object, dict[tuple[str | None, str], threading.Lock]] = weakref.WeakKeyDictionary()
@@ -305,12 +307,13 @@ def put_back_metadata(row: StoredMessage, item: dict[str, Any], *, first: bool) 
       blocks, and on an item would land on another block or none;
     - the keys that hold or index the whole message's content otherwise are left out: its
       LangChain content (it holds the popped call's block too, which would come back with
-      the first item) and the Anthropic block order (an item is one text or one call);
+      the first item), its LangChain invalid calls (they name the message's last calls)
+      and the Anthropic block order (an item is one text or one call);
     - every other key (the caller's) goes on every item."""
     from tiermem.adapters.anthropic import EXTRA_KEY, ORDER_KEY, REPLY_KEY, THINKING_KEY, item_extras
 
     once = {LANGCHAIN_ID_KEY, THINKING_KEY, REPLY_KEY}
-    left_out = {LANGCHAIN_CONTENT_KEY, EXTRA_KEY, ORDER_KEY}
+    left_out = {LANGCHAIN_CONTENT_KEY, LANGCHAIN_INVALID_CALLS_KEY, EXTRA_KEY, ORDER_KEY}
     metadata = row.metadata or {}
     kept = {k: v for k, v in metadata.items() if k not in left_out and (first or k not in once)}
     extras = item_extras(row.body, metadata, item, thinking=first and THINKING_KEY in kept)

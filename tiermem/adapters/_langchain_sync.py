@@ -73,6 +73,9 @@ A context that showed a retracted row ends its prompt-cache epoch (`planner.buil
 items it showed were retracted or edited).
 A message removed from the state (`RemoveMessage`) is not retracted: removing old
 messages is how a graph keeps its state short, and the past is what tiermem supplies.
+For that reason the summary langchain's `SummarizationMiddleware` puts in their place (a
+human message marked `lc_source: summarization`, `is_summary`) is not stored, nor taken
+for the latest human message: tiermem holds the messages it summarised.
 A row hidden already (retracted, or before a clear) is not written or edited again.
 
 "Already stored" is read from the log, not remembered: each sync first reads the rows
@@ -108,7 +111,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 
 from tiermem.adapters._common import (
     DEFAULT_BUDGET_TOKENS,
@@ -128,6 +131,7 @@ from tiermem.adapters.langchain import (
     METADATA_ARTIFACT_KEY,
     METADATA_CONTENT_KEY,
     METADATA_ID_KEY,
+    METADATA_INVALID_CALLS_KEY,
     METADATA_STATUS_KEY,
     append_bodies,
     to_langchain,
@@ -139,6 +143,8 @@ from tiermem.tiers.formats import CLEAR_TYPE, RETRACT_TYPE
 from tiermem.tiers.models import StoredMessage
 from tiermem.tiers.zones import optional_timezone
 
+# the `additional_kwargs` item langchain's SummarizationMiddleware marks its summary with
+SUMMARY_MARK = ("lc_source", "summarization")
 DIGEST_BYTES = 16  # of a stored body's canonical JSON: a collision would hide one edit
 # the fields of a LangChain message its stored form (`to_openai`) is made of, its content aside
 _BODY_FIELDS = ("type", "tool_calls", "invalid_tool_calls", "additional_kwargs", "name",
@@ -160,10 +166,19 @@ MAX_SNAPSHOT_COPY_BYTES = 64 * 1024
 # writer (nothing of it written, read again) before it gives up (`EditConflict`): each such
 # round is another writer's append landing in the few milliseconds between a read and a write
 MAX_EDIT_ROUNDS = 8
-# the metadata keys `to_openai` derives from a message's fields (a tool message's), compared
+# the metadata keys `to_openai` derives from a message's fields (a tool message's, an AI
+# message's invalid calls), compared
 # as its body is: not the id (matched on), the kept content (compared as its body's
 # stand-in) or what tiermem adds (a pop's `POPPED_FROM_KEY`)
-_FIELD_KEYS = (METADATA_STATUS_KEY, METADATA_ARTIFACT_KEY)
+_FIELD_KEYS = (METADATA_STATUS_KEY, METADATA_ARTIFACT_KEY, METADATA_INVALID_CALLS_KEY)
+
+
+def is_summary(message: BaseMessage) -> bool:
+    """Whether `message` is the summary langchain's `SummarizationMiddleware` puts in the
+    state in place of the messages it summarised (a human message it marks with
+    `SUMMARY_MARK`): not a turn of the user's, and tiermem holds those messages."""
+    key, value = SUMMARY_MARK
+    return isinstance(message, HumanMessage) and message.additional_kwargs.get(key) == value
 
 
 def _same_row(a: StoredMessage, b: StoredMessage) -> bool:
@@ -460,6 +475,9 @@ class ConversationSync:
                 snaps: list[_Snapshot] = []  # of each message from `start` on
                 for i in range(start, len(messages)):
                     m, same = messages[i], False
+                    if is_summary(m):  # never stored: the messages it stands for are
+                        snaps.append(_snapshot(m))
+                        continue
                     if not m.id:
                         snaps.append(_snapshot(m))
                         idless.append(i)
@@ -644,6 +662,8 @@ class ConversationSync:
         # from the end, one message at a time: converting the whole state cost a turn on a
         # long conversation its whole history
         for m in reversed(messages):
+            if is_summary(m):
+                continue
             body = to_openai([m])[0]
             if body.get("role") == "user":
                 return self.context_messages(latest_user_text([body]))

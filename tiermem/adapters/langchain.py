@@ -15,6 +15,13 @@ blocks, a tool result's images), which LangChain's conversion passes through and
 store would refuse, are left out of the stored body; the message's LangChain content
 is kept whole in `langchain_content` and comes back on read, on the same terms as an
 artifact (left out when it does not fit: the message then reads back as stored).
+An AI message's `invalid_tool_calls` (which LangChain's conversion leaves out) are
+stored after its calls as langchain-openai sends them (`_invalid_wire_calls`: the
+arguments the text the model wrote), so a model is shown its failed call and the
+context keeps the tool message answering it; the LangChain form (the error text, a call
+without an id or name, which no chat call carries) is kept in
+`langchain_invalid_tool_calls` on the same terms and comes back whole (without it, a
+call whose arguments are not JSON reads back invalid with the parser's error).
 `clear()` appends a clear row (a read boundary): the log keeps everything.
 
 `memory` is a `Memory`, a `NamespacedMemory` or a `tiermem.client.Client` (a shared
@@ -68,6 +75,7 @@ from langchain_core.messages import BaseMessage, convert_to_messages, convert_to
 from tiermem.adapters._common import (
     LANGCHAIN_CONTENT_KEY,
     LANGCHAIN_ID_KEY,
+    LANGCHAIN_INVALID_CALLS_KEY,
     MemoryLike,
     append_chunks,
     check_memory,
@@ -78,8 +86,10 @@ from tiermem.adapters._common import (
 )
 from tiermem.tiers.errors import HistoryErased, LimitExceeded, PositionMismatch, ValidationError
 from tiermem.tiers.formats import (
+    CALL_ID_MAX_CHARS,
     CHAT_PART_TYPES,
     RESPONSES_PART_TYPES,
+    TOOL_NAME_MAX_CHARS,
     SentCallIds,
     is_control,
     joins_turn,
@@ -98,6 +108,10 @@ METADATA_STATUS_KEY = "langchain_status"
 METADATA_ARTIFACT_KEY = "langchain_artifact"
 # a message's LangChain content, kept when its chat form had to leave blocks out
 METADATA_CONTENT_KEY = LANGCHAIN_CONTENT_KEY
+# an AI message's `invalid_tool_calls` as LangChain has them (the error text, a call
+# without an id), which the chat form's calls (`_invalid_wire_calls`) cannot say
+METADATA_INVALID_CALLS_KEY = LANGCHAIN_INVALID_CALLS_KEY
+INVALID_CALL_FIELDS = ("name", "args", "id", "error")
 # how Memory and the service name a batch message's metadata they refuse
 _REFUSED_METADATA = re.compile(r"messages\[(\d+)\]\.metadata")
 _T = TypeVar("_T")
@@ -139,6 +153,16 @@ def to_openai(messages: Sequence[BaseMessage], *,
         meta: dict[str, Any] = {}
         if m.id:
             meta[METADATA_ID_KEY] = m.id
+        invalid = getattr(m, "invalid_tool_calls", None) or []
+        if invalid:
+            # LangChain's conversion leaves them out: the model would never see its failed
+            # call, nor the tool message answering it (`_invalid_wire_calls`)
+            sent = _invalid_wire_calls(invalid)
+            if sent:
+                body["tool_calls"] = [*(body.get("tool_calls") or []), *sent]
+            kept = [{k: c.get(k) for k in INVALID_CALL_FIELDS} for c in invalid]
+            if fits({**meta, METADATA_INVALID_CALLS_KEY: kept}):
+                meta[METADATA_INVALID_CALLS_KEY] = kept
         storable = _storable_parts(body)
         if storable is not None:
             body = storable
@@ -153,6 +177,23 @@ def to_openai(messages: Sequence[BaseMessage], *,
             body["metadata"] = meta
         out.append(body)
     return out
+
+
+def _invalid_wire_calls(invalid: Sequence[Any]) -> list[dict[str, Any]]:
+    """An AI message's `invalid_tool_calls` as the chat form's calls, after its valid
+    ones, as langchain-openai sends them (`_lc_invalid_tool_call_to_openai_tool_call`):
+    the arguments the text the model wrote (missing: the empty text). A call the chat
+    form cannot carry is left out of them: without an id (no tool message can answer
+    it) or a name, or either longer than the store takes (`CALL_ID_MAX_CHARS`,
+    `TOOL_NAME_MAX_CHARS`: it would refuse the whole batch). Every invalid call is kept
+    in the row's metadata (`METADATA_INVALID_CALLS_KEY`) and comes back on read."""
+    return [{"type": "function", "id": c["id"], "function": {"name": c["name"], "arguments": c.get("args") or ""}}
+            for c in invalid
+            if _within(c.get("id"), CALL_ID_MAX_CHARS) and _within(c.get("name"), TOOL_NAME_MAX_CHARS)]
+
+
+def _within(text: object, max_chars: int) -> bool:
+    return isinstance(text, str) and 0 < len(text) <= max_chars
 
 
 def _storable_parts(body: dict[str, Any]) -> dict[str, Any] | None:
@@ -262,7 +303,8 @@ def _optional_refused(exc: ValidationError, bodies: list[dict[str, Any]]) -> tup
         return None
     i = int(match.group(1))
     meta = bodies[i].get("metadata") or {}
-    key = next((k for k in (METADATA_ARTIFACT_KEY, METADATA_CONTENT_KEY) if k in meta), None)
+    key = next((k for k in (METADATA_ARTIFACT_KEY, METADATA_CONTENT_KEY, METADATA_INVALID_CALLS_KEY)
+                if k in meta), None)
     return None if key is None else (i, key)
 
 
@@ -317,7 +359,8 @@ def _to_message(chat: dict[str, Any]) -> list[BaseMessage]:
                 if not isinstance(args, dict):
                     error = "arguments are not a JSON object"
             if error is None:
-                good.append(c)
+                # no arguments are none ({}), which LangChain's conversion would raise on
+                good.append(c if fn.get("arguments") else {**c, "function": {**fn, "arguments": "{}"}})
             else:
                 bad.append(invalid_tool_call(name=fn.get("name"), args=fn.get("arguments"), id=c.get("id"),
                                              error=error))
@@ -331,14 +374,17 @@ def _to_message(chat: dict[str, Any]) -> list[BaseMessage]:
 def _restore(msg: BaseMessage, body: dict[str, Any], meta: dict[str, Any], lc_id: str | None) -> BaseMessage:
     """Put back what the OpenAI wire form leaves out: the id, the content where blocks
     had to be left out of the stored form, a tool message's name (stored in the body,
-    not sent), status and artifact (in metadata)."""
-    from langchain_core.messages import ToolMessage
+    not sent), status and artifact (in metadata), an AI message's invalid calls (in
+    metadata, `_kept_invalid_calls`)."""
+    from langchain_core.messages import AIMessage, ToolMessage
 
     update: dict[str, Any] = {}
     if lc_id:
         update["id"] = lc_id
     if isinstance(meta.get(METADATA_CONTENT_KEY), str | list):
         update["content"] = meta[METADATA_CONTENT_KEY]
+    if isinstance(msg, AIMessage):
+        update |= _kept_invalid_calls(body, meta)
     if isinstance(msg, ToolMessage):
         if isinstance(body.get("name"), str) and body.get("role") == "tool":
             update["name"] = body["name"]
@@ -347,6 +393,35 @@ def _restore(msg: BaseMessage, body: dict[str, Any], meta: dict[str, Any], lc_id
         if METADATA_ARTIFACT_KEY in meta:
             update["artifact"] = meta[METADATA_ARTIFACT_KEY]
     return msg.model_copy(update=update) if update else msg
+
+
+def _kept_invalid_calls(body: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """An AI message's calls as `to_openai` stored them, where its row kept the
+    message's `invalid_tool_calls` (`METADATA_INVALID_CALLS_KEY`): the body's last calls
+    are those the chat form carries (`_invalid_wire_calls`), which go back to
+    `invalid_tool_calls` whole with the others (the error text, a call it could not
+    carry: no id); the calls before them are its valid ones.
+    Empty (the calls as parsed: arguments that are not JSON make an invalid call) where
+    the row kept none, the key is not such a list, or the body's calls do not end with
+    its calls' ids (another writer's row)."""
+    from langchain_core.messages.tool import invalid_tool_call
+
+    kept = meta.get(METADATA_INVALID_CALLS_KEY)
+    calls = body.get("tool_calls") if body.get("role") == "assistant" else None
+    if not isinstance(kept, list) or not all(
+            isinstance(c, dict) and all(isinstance(c.get(k), str | None) for k in INVALID_CALL_FIELDS)
+            for c in kept):
+        return {}
+    sent = [c["id"] for c in _invalid_wire_calls(kept)]
+    calls = calls if isinstance(calls, list) else []
+    if len(sent) > len(calls) or [c.get("id") if isinstance(c, dict) else None
+                                  for c in calls[len(calls) - len(sent):]] != sent:
+        return {}
+    valid = _to_message({**body, "tool_calls": calls[:len(calls) - len(sent)]})[0]
+    return {"tool_calls": getattr(valid, "tool_calls", []),
+            "invalid_tool_calls": [*getattr(valid, "invalid_tool_calls", []),
+                                   *(invalid_tool_call(**{k: c.get(k) for k in INVALID_CALL_FIELDS})
+                                     for c in kept)]}
 
 
 def _function_calls_only(body: dict[str, Any]) -> dict[str, Any]:
@@ -411,7 +486,7 @@ def unique_call_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
                 if calls != getattr(m, field):
                     update[field] = calls
             if update:
-                update["content"] = _renamed_blocks(m.content, renamed)
+                update["content"] = renamed_call_blocks(m.content, renamed)
                 m = m.model_copy(update=update)
         elif isinstance(m, ToolMessage):
             rid = ids.result(m.tool_call_id)
@@ -421,7 +496,7 @@ def unique_call_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     return out
 
 
-def _renamed_blocks(content: str | list[Any], renamed: dict[str, list[str]]) -> str | list[Any]:
+def renamed_call_blocks(content: str | list[Any], renamed: dict[str, list[str]]) -> str | list[Any]:
     """`content` with each call block's id the one its call goes out under (`renamed`: an
     id as stored, the ids its calls are sent under, in order)."""
     if isinstance(content, str):

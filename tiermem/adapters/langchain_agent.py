@@ -22,7 +22,9 @@ stores the model's reply, so the log has every turn even when the run ends on it
 `after_agent` whatever came after the last model call (a `return_direct` tool's result,
 a run another middleware ended before the model). Without a checkpointer the state holds
 only the new input and tiermem supplies the past; with one, already-stored messages are
-skipped. Tool calls and their results are stored and come back in later contexts.
+skipped. Tool calls and their results are stored and come back in later contexts, an
+invalid call (arguments that are not JSON) with the error result create_agent answers it
+with, in its place (`with_repairs`).
 
 "Already stored" is read from the log at every sync, so several agents on one
 conversation (workers sharing a checkpointer, or processes) store each message once
@@ -45,12 +47,13 @@ processes on one store): the blocking calls run off the event loop in `ainvoke` 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
-from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.runtime import Runtime
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike
@@ -82,8 +85,9 @@ class TiermemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def _planned(self, conversation: ConversationSync, request: ModelRequest[Any]) -> ModelRequest[Any]:
         # the state, not request.messages: what the graph holds is what tiermem must store
-        # (request.messages is the state as outer middleware edited it for this call)
-        context = conversation.model_input(request.state["messages"])
+        # (request.messages is the state as outer middleware edited it for this call),
+        # with the answers create_agent gives the invalid calls in their place
+        context = conversation.model_input(with_repairs(request.state["messages"], request.messages))
         return request.override(messages=cast("list[AnyMessage]", context))
 
     def _sync_state(self, state: AgentState[Any]) -> None:
@@ -114,3 +118,35 @@ class TiermemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         await asyncio.to_thread(self.conversation().sync, state["messages"])
         return None
+
+
+def with_repairs(state: list[AnyMessage], sent: list[AnyMessage]) -> list[AnyMessage]:
+    """`state` with the tool messages create_agent's model node answers an invalid tool
+    call with (`_patch_invalid_tool_calls`: an error result right after the AI message,
+    for each invalid call with an id no tool message answers) where it puts them. It
+    adds them to the model's input (`sent`, without an id) and writes them into the
+    state's past after the call, behind the human message that began the turn: synced
+    as the state holds them then, they would be stored after it, and the context would
+    leave the failed call and its answer out (the call unanswered where it stands).
+    Each such message of `sent` is given an id here, the object LangChain writes back
+    to the state (LangGraph keeps an id a message has), so the row and the state's
+    message are one (were the object copied on its way, the state's would be stored
+    once more at the next sync)."""
+    answered = {m.tool_call_id for m in state if isinstance(m, ToolMessage)}
+    waiting = {c["id"] for m in state if isinstance(m, AIMessage)
+               for c in m.invalid_tool_calls if c.get("id") and c["id"] not in answered}
+    repairs: dict[str, ToolMessage] = {}
+    for m in sent:
+        if isinstance(m, ToolMessage) and m.id is None and m.tool_call_id in waiting:
+            repairs.setdefault(m.tool_call_id, m)
+    if not repairs:
+        return state
+    out: list[AnyMessage] = []
+    for m in state:
+        out.append(m)
+        for c in m.invalid_tool_calls if isinstance(m, AIMessage) else ():
+            repair = repairs.pop(cid, None) if isinstance(cid := c.get("id"), str) else None
+            if repair is not None:
+                repair.id = str(uuid.uuid4())
+                out.append(repair)
+    return out

@@ -25,7 +25,10 @@ guarantees through the same `ConversationSync`. These hooks stay for graphs buil
 `{"llm_input_messages": ...}`: tiermem's planned context for the latest human message
 under the budget, in place of the whole state, which the graph keeps unchanged.
 `post_model_hook` stores the model's reply, so the log has every turn even when the run
-ends on it. Without a checkpointer the state holds only the new input and tiermem
+ends on it. A reply's call id that the state holds already (a server numbering its calls
+per reply: `call_0` every round) is renamed in the state and the row alike (`call_0_2`,
+`fresh_call_ids`): create_react_agent's router after a post_model_hook counts a call
+answered when any tool message of the state has its id, and would never run it. Without a checkpointer the state holds only the new input and tiermem
 supplies the past; with one, already-stored messages are skipped.
 `TiermemHooks(..., timezone="America/Los_Angeles")` plans every context in that user's
 zone (checked when the hooks are made; None: the memory's, or the namespaced view's).
@@ -40,11 +43,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike
 from tiermem.adapters._langchain_sync import ConversationSync
 from tiermem.adapters._threads import DEFAULT_MAX_THREADS, ThreadConversations
+from tiermem.adapters.langchain import renamed_call_blocks
+from tiermem.tiers.formats import SentCallIds
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -87,5 +92,49 @@ class TiermemHooks:
         return {"llm_input_messages": self.model_input(_messages(state), config)}
 
     def post_model_hook(self, state: Any, config: Optional[RunnableConfig] = None) -> dict[str, Any]:  # noqa: UP045
-        self.sync(_messages(state), config)
-        return {}
+        messages = _messages(state)
+        renamed = fresh_call_ids(messages)
+        if renamed is None:
+            self.sync(messages, config)
+            return {}
+        # stored as the state will hold it (the same message id: the graph replaces it)
+        self.sync([*messages[:-1], renamed], config)
+        return {"messages": [renamed]}
+
+
+def fresh_call_ids(messages: list[BaseMessage]) -> AIMessage | None:
+    """The state's last message, the model's reply, with each call id that a message
+    before it already holds (a call's, or a tool message's) given the first free suffix
+    (`call_0_2`, `call_0_3`, ...; `tiers.formats.SentCallIds`), a content block that is
+    one of its calls with it; None when it holds none such (or is no AI message).
+    create_react_agent's router after a post_model_hook counts a call answered when any
+    tool message of the state has its id, so a server numbering its calls per reply
+    (`call_0` every round) had its second round's call never run. The new id depends on
+    the state before the reply alone, and the message keeps its id, so the state and
+    the stored row hold the same call ids."""
+    last = messages[-1] if messages else None
+    if not isinstance(last, AIMessage) or not (last.tool_calls or last.invalid_tool_calls):
+        return None
+    taken: set[str] = set()
+    for m in messages[:-1]:
+        if isinstance(m, ToolMessage):
+            taken.add(m.tool_call_id)
+        elif isinstance(m, AIMessage):
+            taken.update(cid for c in (*m.tool_calls, *m.invalid_tool_calls) if isinstance(cid := c.get("id"), str))
+    fresh = SentCallIds()
+    for cid in sorted(taken):
+        fresh.call(cid)  # taken: a repeat of it goes out with a suffix
+    renamed: dict[str, list[str]] = {}  # id as the model wrote it -> ids given, in order
+    update: dict[str, Any] = {}
+    for field in ("tool_calls", "invalid_tool_calls"):
+        calls = [dict(c) for c in getattr(last, field)]
+        for c in calls:
+            if isinstance(c.get("id"), str):
+                given = fresh.call(c["id"])
+                renamed.setdefault(c["id"], []).append(given)
+                c["id"] = given
+        if calls != getattr(last, field):
+            update[field] = calls
+    if not update:
+        return None
+    return last.model_copy(update={**update, "content": renamed_call_blocks(last.content, renamed)})
