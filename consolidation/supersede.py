@@ -40,8 +40,12 @@ Matching, in order of strength:
    to peanuts"; `_named_venue`). A noun naming a thing by the act that arranged it
    ("the reservation", "the appointment", "the booking"; "the order":
    `ARRANGEMENT_NOUNS`) takes back the latest recent request of that act, whatever was
-   booked or ordered ("Book me a flight", "Order a pizza"; `_arrangement`), never one of
-   the other act, a fact or a question.
+   booked or ordered ("Book me a flight", "Order a pizza"; `_arrangement`), or the latest
+   statement of the user's own such thing that stands ("I have a dentist appointment on
+   Friday."; `_states_arrangement`; never "I had ...", "I have to make ...", another
+   person's), never one of the other act, another fact or a question; its plural ("the
+   reservations") each of them. A request's kind is its own noun's for what it books
+   ("a table" the restaurant's; `_booked_thing`), never its hour's or its name's.
    A correction or retraction that revises nothing is no pin (`Superseder._demote`,
    derived labels): a bare one drops to small talk; one carrying a new fact, once the
    meaning search had its say too, to the label it has as an ordinary turn, unless a clause of it is the user's own ("Actually I live in
@@ -50,15 +54,18 @@ Matching, in order of strength:
    out the very fact it no longer retracts;
 6. an order that calls off a plan by its name ("Cancel the haircut.", "Call off the
    concert.", `_PLAN_RETRACTION`) takes the latest earlier request that names it (a content
-   word shared after the request's verb), never a statement of fact: "Cancel my
-   subscription." after "My Netflix subscription is $15 a month." corrects nothing. One
+   word shared after the request's verb), never a statement of fact but the user's own
+   arrangement (below): "Cancel my subscription." after "My Netflix subscription is $15
+   a month." corrects nothing. One
    that names its thing by a kind no turn holds a word of, the whole turn ("Cancel the
    dinner.", `_KIND_CALL_OFF`), takes back what "Forget the restaurant." would: the
    latest recent request naming a place by its name alone, of the noun's kind by the same
    check ("Cancel the flight." takes no table back); "Cancel my gym membership,
    I'm moving." names the user's own thing and tells more, and takes back nothing.
    "Cancel the reservation." / "Cancel my order." take back what "Forget the
-   reservation." would: "my" is the user's own booking there.
+   reservation." would: "my" is the user's own booking there. "Cancel the dentist
+   appointment." takes back "I have a dentist appointment on March 12." as it would the
+   request that booked it.
 
 Among equal scores the most recent turn wins, and load-bearing turns are preferred.
 Only the single best turn is returned: one correction revises one earlier turn (the
@@ -316,6 +323,49 @@ _ARRANGING_VERBS: dict[str, str] = {"book": "booking", "reserve": "booking", "sc
 # Chez Marie on Saturday", "Make a reservation at Nong's for Friday"), never alone ("Get me
 # a coffee", "Make a list")
 _GETTING_VERBS = frozenset(("get", "make", "arrange"))
+# A statement of the user's own arrangement that stands ("I have a dentist appointment on
+# Friday.", "We've got a reservation at Nong's.", "My dentist appointment is on Friday at
+# 3pm."), a sentence of its own: the thing the user holds now, which "Cancel the
+# appointment." calls off as it would a booking asked for ("Book me a haircut"); in a
+# personal assistant the user's word ends it. Never one held no more or not yet ("I had
+# an appointment yesterday.", "My appointment was on Monday.", "I have to make an
+# appointment.", "I have no bookings"), nor another person's ("My wife has a dentist
+# appointment."), nor a noun naming another thing ("a booking question"): such a turn
+# names the noun and so takes nothing back (a miss rather than a wrong retraction). One
+# pattern per act, its nouns singular or plural.
+#
+# What may follow the noun of a stated arrangement: the clause's end, its place, its time
+# or a clause of its own; never another noun it names ("a booking question", "a
+# reservation number")
+_ARRANGEMENT_TAIL = "on|at|for|with|in|this|next|today|tonight|tomorrow|and|but|so|that|which"
+_STATED_ARRANGEMENT: dict[str, re.Pattern[str]] = {
+    act: re.compile(
+        r"(?:^|[.!?]\s+)(?:(?:so|and|also|oh|btw|fyi),?\s+)*(?:"
+        rf"(?:i|we)(?: have|'ve got| have got)(?! to\b| no\b| not\b| never\b)\b[^,.;:!?]*?\b(?:{forms})"
+        rf"(?=$|[,.;:!?]| (?:{_ARRANGEMENT_TAIL})\b)"
+        rf"|(?:my|our)(?: [\w'-]+){{0,2}} (?:{forms})(?: is|'s| are)\b(?! over\b| done\b| off\b| cancel))")
+    for act, forms in (
+        (act, "|".join(f"{n}s?" for n, its in ARRANGEMENT_NOUNS.items() if its == act))
+        for act in sorted(set(ARRANGEMENT_NOUNS.values())))
+}
+
+
+def _arranged_act(obj: str) -> tuple[str, bool] | None:
+    """The act a noun names a thing by (`ARRANGEMENT_NOUNS`: "reservation" -> "booking")
+    and whether it names them all (the plural: "Cancel the reservations."), or None."""
+    if obj in ARRANGEMENT_NOUNS:
+        return ARRANGEMENT_NOUNS[obj], False
+    if obj.endswith("s") and obj[:-1] in ARRANGEMENT_NOUNS:
+        return ARRANGEMENT_NOUNS[obj[:-1]], True
+    return None
+
+
+def _states_arrangement(text: str, act: str) -> bool:
+    """Whether `text` states an arrangement of the user's own of `act` that stands
+    (`_STATED_ARRANGEMENT`: "I have a dentist appointment on Friday." for "booking")."""
+    return _STATED_ARRANGEMENT[act].search(normalize(text)) is not None
+
+
 # a request's verb: its first word after a politeness or a "can you" ("Could you book ...")
 _REQUEST_VERB = re.compile(
     r"^(?:(?:ok(?:ay)?|so|also|and|then|hi|hey)[,!]?\s+)*"
@@ -348,56 +398,95 @@ _NAMED_VENUE = re.compile(r"\b(?:at|from) (?:the )?(?P<name>[A-Z][\w'&-]*(?: [A-
 # request): "the restaurant" is 0.26 from "Book a table at Nong's for Friday." and 0.41
 # from "Order a pizza from Luigi's for tonight.", while "the meeting" is 0.28 and "the
 # hotel" 0.22 from the table booking, so no floor separates a kind from another thing.
-# Against the kinds of business it does, both ways: the nearest of these to the request
-# is the right one for the table, the pizza, a massage (the spa, level with the clinic),
-# theatre seats, a room at the Ritz, a haircut, a prescription; a noun as near the
-# request as that kind is ("the dinner" +0.05 for Chez Marie's table, "the pizza" +0.08
-# for Luigi's pepperoni) names it, where "the hotel", "the dentist", "the flight", "the
-# password", "the weather" and "the subscription" trail it by 0.02 to 0.34; and the
-# noun's own nearest kind must be the request's, which drops the nouns a short request
-# is near for its time alone ("the meeting" +0.02, "the tickets", "the vacation" for a
-# table on Friday: a theatre's, a hotel's). A class of businesses is closed the way a
-# part of speech is: a new kind of place is rare. A kind missing here is not harmless,
-# though: a noun whose own business is missing lands on the nearest one present, which
-# may be the request's. So "the groceries" (nearest "the restaurant" 0.55 while the
-# class lacked the grocer's) took back a table at Nong's; with "the supermarket" it is
-# the grocer's (0.75) and no table's. Of 73 everyday nouns against 8 such requests no
-# wrong kind then passes both checks (one known: a table "for Friday at 7pm" is as near
-# the theatre as the restaurant, for its evening hour, and "the theatre" takes it).
+# Against the kinds of business it does: the kind nearest the booked thing (`KindCheck`,
+# `KIND_LEAD_COSINE`) and the kind nearest the noun agree for the request's own kinds ("the
+# dinner" and "the meal" the restaurant's, as "the table" is). A class of businesses is
+# closed the way a part of speech is: a new kind of place is rare. A kind missing here is not harmless, though:
+# a noun whose own business is missing lands on the nearest one present, which may be
+# the request's. So "the groceries" (nearest "the restaurant" 0.55 while the class lacked
+# the grocer's) took back a table at Nong's; with "the supermarket" it is the grocer's
+# (0.75) and no table's. Of 73 everyday nouns against 12 such requests one wrong noun
+# passes: "the lunch" for sushi ordered "for 8pm" (a meal of another hour, no other
+# kind); the theatre for a table at 7pm, the gym for a table at The Ivy and the pharmacy
+# for a session at FitZone passed while the whole request decided the kind.
 VENUE_KINDS = ("restaurant", "cafe", "bar", "hotel", "spa", "salon", "theatre", "cinema", "gym", "clinic",
                "pharmacy", "store", "supermarket")
 # how far (cosine) a retraction's noun may trail the request's nearest kind of business
-# and still name it, and the request's kinds the noun's nearest: "the spa" and "the
-# clinic" are level (0.36) for a massage at Serenity, while the nearest wrong kind
-# measured trails by 0.02 ("the hotel" for a table for four at Chez Marie)
+# and still name it, and the booked thing's kind the noun's nearest: "the meal" is level
+# with the restaurant for the table at Nong's, while the nearest wrong kind measured
+# trails by 0.02 ("the hotel" for a table for four at Chez Marie)
 KIND_MARGIN_COSINE = 0.01
+# How far (cosine) the booked thing's nearest kind of business must lead its second for
+# the thing to be of that kind at all. The request's own noun for what it books decides
+# its kind, never the whole request: the request's cosine to the kinds is swayed by its
+# hour and its name, which this embedder reads as nothing ("Book a table at Nong's for
+# Friday at 7pm." is 0.255 from the restaurant and 0.250 from the theatre, for the
+# evening; "Reserve a table at The Ivy for tomorrow." nearest the gym, 0.23, for the
+# ivy; "Book me a session at FitZone on Monday." nearest the pharmacy), while the thing
+# alone leads clearly: "the table" the restaurant by 0.086, "the seats" the theatre by
+# 0.041, "the sushi" the restaurant by 0.048, "the massage" the spa by 0.057, "the room"
+# the hotel by 0.095. A thing of many kinds leads by nothing ("the session": the bar
+# 0.454, the clinic 0.452, a gym's, a spa's or a therapist's alike): it has no kind, and
+# no noun of a kind takes it back (a miss rather than a wrong retraction).
+KIND_LEAD_COSINE = 0.02
+# the words that end a request's phrase for what it books: a place, a time, a party
+# ("a table for four at Chez Marie", "two seats at the Globe", "sushi from Sakura")
+_BOOKED_THING_END = re.compile(r"\b(?:at|from|for|on|in|to|with|by|this|next|tonight|tomorrow|today)\b")
+
+
+def _booked_thing(request: str) -> str | None:
+    """The request's own noun for what it books or orders, lower case: the last lower-case
+    word after its verb and before a place, a time or a party ("Book a table at Nong's for
+    Friday." -> "table", "Get two seats at the Globe" -> "seats", "Pick up my prescription
+    from Boots." -> "prescription", "Book me a 60-minute massage ..." -> "massage"). None
+    where it names none: the place alone ("Book Nong's for Friday": a name, capitalised,
+    is no noun of its kind) or the act ("Make a reservation at Nong's":
+    `ARRANGEMENT_NOUNS`)."""
+    _verb, rest = _request_verb(request)
+    phrase = _BOOKED_THING_END.split(rest, maxsplit=1)[0]
+    words = re.findall(r"(?<![\w'-])[a-z][\w'-]*", phrase)
+    if not words or words[-1] in _STOP or words[-1] in ARRANGEMENT_NOUNS:
+        return None
+    return words[-1]
 
 
 class KindCheck:
     """Whether a retraction's noun phrase ("restaurant", "dinner") may name what a request
     naming a place by its name alone was for ("Book a table at Nong's for Friday."), by
-    meaning, against the kinds of business ``VENUE_KINDS`` (the reasons there): "the
-    <noun>" must be as near the request as the request's nearest kind is, and the kind
-    nearest the noun must be one of the request's nearest, each within
-    ``KIND_MARGIN_COSINE``. ``embedder`` needs only ``embed``; the kinds are embedded
-    once. An embedder that fails answers no (a miss rather than a wrong retraction)."""
+    meaning, against the kinds of business ``VENUE_KINDS`` (the reasons there). The
+    request's own noun for what it booked decides its kind (`_booked_thing`: "the table"
+    the restaurant's), where that kind leads the thing's second by ``KIND_LEAD_COSINE``;
+    then the kind nearest "the <noun>" must be it, and "the <noun>" as near the request as
+    the request's nearest kind is, each within ``KIND_MARGIN_COSINE``. The booked thing's
+    own word names it ("the table"). A request naming no thing, or one of no clear kind
+    ("a session"), is of no kind: no noun takes it. ``embedder`` needs only ``embed``; the
+    kinds are embedded once. An embedder that fails answers no (a miss rather than a wrong
+    retraction)."""
 
     def __init__(self, embedder: _Embeds) -> None:
         self.embedder = embedder
         self._kinds: np.ndarray | None = None
 
     def __call__(self, obj: str, request: str) -> bool:
+        thing = _booked_thing(request)
+        if thing is None:
+            return False
+        if obj == thing:
+            return True
         try:
             if self._kinds is None:
                 self._kinds = _unit_rows(self.embedder.embed([f"the {k}" for k in VENUE_KINDS]))
-            noun, req = _unit_rows(self.embedder.embed([f"the {obj}", request]))
+            noun, req, booked = _unit_rows(self.embedder.embed([f"the {obj}", request, f"the {thing}"]))
         except Exception:
             log.warning("could not embed %r to tell its kind; it takes back no booking", obj, exc_info=True)
             return False
+        of_thing = np.sort(self._kinds @ booked)
+        if float(of_thing[-1] - of_thing[-2]) < KIND_LEAD_COSINE:
+            return False  # a thing of many kinds ("a session"): none is its
+        kind = int(np.argmax(self._kinds @ booked))
         of_req, of_noun = self._kinds @ req, self._kinds @ noun
-        kinds = of_req >= float(np.max(of_req)) - KIND_MARGIN_COSINE  # the request's nearest kinds
         return float(noun @ req) >= float(np.max(of_req)) - KIND_MARGIN_COSINE and \
-            float(np.max(of_noun[kinds])) >= float(np.max(of_noun)) - KIND_MARGIN_COSINE
+            float(of_noun[kind]) >= float(np.max(of_noun)) - KIND_MARGIN_COSINE
 
 
 class _Embeds(Protocol):
@@ -931,16 +1020,25 @@ def _named_venue(obj: str, candidates: Sequence[Candidate], eligible: Sequence[C
     as for `_just_said`. The one home of the kind check: "Forget the X." and "Cancel the
     X." (`_called_off_by_kind`) both come here. A noun naming the act that arranged a
     thing ("reservation", "order": `ARRANGEMENT_NOUNS`) takes the latest recent request
-    of that act (`_arrangement`) instead, with no `kind_of` needed: it names no kind."""
+    of that act (`_arrangement`) or statement of the user's own such thing that stands
+    (`_states_arrangement`: "I have a dentist appointment on Friday.") instead, with no
+    `kind_of` needed: it names no kind. Its plural ("the reservations") takes each of
+    them."""
     if not latest:
         return []
     ok = {c.position for c in eligible}
-    if obj in ARRANGEMENT_NOUNS:  # "the reservation": the latest booking of any kind
+    arranged = _arranged_act(obj)
+    if arranged is not None:  # "the reservation": the latest booking of any kind
+        act, every = arranged
+        found: list[tuple[int, str]] = []
         for c in reversed(candidates[-ELLIPSIS_REACH:]):
-            if c.position in ok and c.intent in _PLAN_INTENTS and not _other_speakers(speaker, c.speaker) \
-                    and _arrangement(c.text) == ARRANGEMENT_NOUNS[obj]:
-                return [(c.position, f"retraction: '{obj}' -> the latest {ARRANGEMENT_NOUNS[obj]}")]
-        return []
+            if c.position not in ok or _other_speakers(speaker, c.speaker):
+                continue
+            if _arrangement(c.text) == act if c.intent in _PLAN_INTENTS else _states_arrangement(c.text, act):
+                found.append((c.position, f"retraction: '{obj}' -> the {'' if every else 'latest '}{act}"))
+                if not every:  # "the reservation": the latest; "the reservations": each
+                    break
+        return found
     if kind_of is None:
         return []
     for c in reversed(candidates[-ELLIPSIS_REACH:]):
@@ -967,14 +1065,16 @@ def _called_off_by_kind(text: str, norm: str, candidates: Sequence[Candidate], s
     m = _KIND_CALL_OFF.match(_cue_text(norm))
     if m is None:
         return []
-    generic = m.group("obj") in ARRANGEMENT_NOUNS
-    if m.group("det") in ("my", "our") and not generic:
+    arranged = _arranged_act(m.group("obj"))
+    if m.group("det") in ("my", "our") and arranged is None:
         return []  # "Cancel my gym membership.": the user's own thing, no booking
     words = set(_content(m.group("obj")))
     # a turn holding a word of it names it, as a request (`_called_off`) or a thing of
     # the user's own; the verb a request arranges by is no name of what it arranged
-    # ("Order a pizza ..." / "Cancel my order.")
-    if not words or any(words & set(_content(_past_verb(c.text) if generic else c.text)) for c in candidates):
+    # ("Order a pizza ..." / "Cancel my order."), and a statement of the user's own
+    # arrangement is one `_named_venue` may take ("I have a dentist appointment on Friday.")
+    if not words or any(words & set(_content(_past_verb(c.text) if arranged else c.text)) for c in candidates
+                        if arranged is None or not _states_arrangement(c.text, arranged[0])):
         return []
     eligible = [c for c in candidates if c.intent not in NOT_SUPERSEDABLE
                 and voices_may_revise(text, speaker, c.text, c.speaker)]
@@ -1065,12 +1165,21 @@ def _called_off(text: str, obj: str, candidates: Sequence[Candidate], speaker: s
     """The latest earlier request that the call-off `text` (`_PLAN_RETRACTION`, its object
     `obj`) names: a turn labelled a request whose words after its first, the request's verb
     ("Book a haircut ...", "Order a pizza ..."), share a content word with the object
-    ("Cancel the haircut."; not "cancel the order" for "Order a pizza")."""
+    ("Cancel the haircut."; not "cancel the order" for "Order a pizza"), or, where the
+    object is a thing arranged ("the dentist appointment": `ARRANGEMENT_NOUNS`), a
+    statement of the user's own such thing that stands ("I have a dentist appointment on
+    March 12.": `_states_arrangement`), whole."""
     words = _content(obj)
+    arranged = _arranged_act(obj.rsplit(None, 1)[-1])
     for c in reversed(candidates):
-        if c.intent not in _PLAN_INTENTS or not voices_may_revise(text, speaker, c.text, c.speaker):
+        if not voices_may_revise(text, speaker, c.text, c.speaker):
             continue
-        rest = c.text.split(None, 1)[1] if len(c.text.split(None, 1)) == 2 else ""
+        if c.intent in _PLAN_INTENTS:
+            rest = c.text.split(None, 1)[1] if len(c.text.split(None, 1)) == 2 else ""
+        elif arranged is not None and c.intent not in NOT_SUPERSEDABLE and _states_arrangement(c.text, arranged[0]):
+            rest = c.text
+        else:
+            continue
         shared, score = _shared(obj, words, rest, _content(rest))
         if score >= 1.0:  # one word shared as such, not only by its -ed/-ing form
             return [(c.position, "retraction: called off '" + obj + "', shared " + ",".join(shared[:3]))]

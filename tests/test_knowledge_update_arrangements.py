@@ -15,8 +15,8 @@ Invariants:
   pizza ..."). "my" / "our" is the user's own booking ("Cancel my order."). Never a
   request of the other act (a pizza ordered is no reservation, a table booked no order),
   never a fact, a question or a request that arranges nothing ("Get me a coffee.", "Pick up
-  my prescription from Boots."), and not where a fact names it ("I have a dentist
-  appointment on Friday.": an order to the assistant, no correction of the fact).
+  my prescription from Boots."). A statement of the user's own arrangement that stands
+  ("I have a dentist appointment on Friday.") is one too: test_knowledge_update_wrong_kinds.py.
 - A date with its month is one value of a "value then now" update (`supersede.MEANING_CUE`):
   "The report is due on March 5 now." revises "due on March 1", as "due on the 5th now"
   revises "due on the 1st"; another thing's date does not.
@@ -97,9 +97,9 @@ def test_a_booking_noun_names_the_latest_booking(cold_memory: Memory, users: lis
     [NONGS, "Cancel my order."],
     # a fact is no booking
     ["I'm allergic to peanuts.", "Never mind the reservation."],
-    # a fact naming the appointment: the call-off orders its cancellation, it corrects
-    # nothing said (as "Cancel my subscription." after the subscription's price)
-    ["I have a dentist appointment on Friday.", "Cancel the appointment."],
+    # a fact naming the appointment, over: nothing to call off (one that stands is taken
+    # back: test_knowledge_update_wrong_kinds.py)
+    ["I had a dentist appointment on Friday.", "Cancel the appointment."],
     # a question books nothing
     ["What time does Nong's open on Friday?", "Cancel the reservation."],
     # a request that arranges nothing: a coffee got, a prescription picked up

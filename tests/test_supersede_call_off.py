@@ -7,8 +7,10 @@ Invariants:
   "for", "on", "at"; `_PLAN_RETRACTION`) retracts the latest earlier request whose words
   after its verb share a content word with that name (`_called_off`). Before, "cancel"
   and "call off" were no cue at all: the booking stayed current.
-- Only a request is called off: "Cancel my subscription." after "My Netflix
-  subscription is $15 a month." orders a cancellation and corrects no fact; nor is a
+- Only a request is called off, or a statement of the user's own arrangement that stands
+  ("I have a dentist appointment on March 12.", `supersede._states_arrangement`): "Cancel
+  my subscription." after "My Netflix subscription is $15 a month." orders a
+  cancellation and corrects no fact; nor is a
   request that shares only its verb with the name ("Cancel the order for the blue
   chairs." after "Order a large pepperoni ..."), nor one that shares nothing ("Cancel my
   gym membership."). "Drop" is no call-off here ("drop the kids at school" is an
@@ -53,7 +55,11 @@ def test_a_call_off_names_its_plan(text: str, name: str | None) -> None:
     ("Add the premium plan to my account.", "Cancel the premium plan, it's too expensive.", True),
     # a fact, no request: superseded neither before nor after
     ("My Netflix subscription is $15 a month.", "Cancel my subscription.", False),
-    ("I have a dentist appointment on March 12.", "Cancel the dentist appointment.", False),
+    # a fact of the user's own appointment that stands: called off as a booking asked
+    # for is (before: not superseded; test_knowledge_update_wrong_kinds.py)
+    ("I have a dentist appointment on March 12.", "Cancel the dentist appointment.", True),
+    # one that is over: superseded neither before nor after
+    ("I had a dentist appointment on March 12.", "Cancel the dentist appointment.", False),
     # the name shares only the request's verb: superseded neither before nor after
     ("Order a large pepperoni from Luigi's for 7pm tonight.", "Cancel the order for the blue chairs.", False),
     # no earlier plan of that name: superseded neither before nor after
