@@ -857,7 +857,7 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
     if port is not None:
         overrides["http_port"] = port
     cfg = state.config(**overrides)
-    from tiermem.memory import Memory
+    from tiermem.memory import open_with_fallback
     from tiermem.service import ServiceConfigError, create_app, is_loopback
     from tiermem.service.app import hand_over
 
@@ -878,8 +878,14 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
     # (`hand_over`): its lifespan warms the model and, at shutdown, closes the Memory after
     # the scheduler stopped, before uvicorn re-raises a SIGTERM it caught (which would end
     # the process before this command's cleanup). The context's close is for a start that
-    # fails before the lifespan runs; a second close does nothing.
-    mem = Memory(cfg, embedder=state.embedder)
+    # fails before the lifespan runs; a second close does nothing. A hot tier that cannot
+    # start (Redis out of reach, or a read-only data dir where the embedded one cannot
+    # prepare its directory) is a warning, as for `mcp` and the read commands: the service
+    # answers from the cold log, /healthz says "degraded" (and the cold tier "read-only"
+    # where the dir cannot be written), and writes there answer 503 unwritten.
+    mem, why = open_with_fallback(cfg, embedder=state.embedder, background_indexing=True)
+    if why is not None:
+        click.echo(f"warning: hot tier unavailable ({one_line(why)}); answering from the cold log", err=True)
     click.get_current_context().call_on_close(mem.close)
     hand_over(app, mem)
     import uvicorn

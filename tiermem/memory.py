@@ -426,6 +426,11 @@ class Memory:
         self._planner: Planner | None = None  # built by the first context() (`planner`)
         self._planner_lock = threading.Lock()
         self.hot: HotLink | None = None
+        # why the hot tier is off when it was asked for and could not start (set by
+        # `open_with_fallback`: "Type: message"), and since when (wall clock): stats and
+        # /healthz report it unhealthy rather than absent, as they do an unreachable Redis
+        self.hot_unavailable: str | None = None
+        self.hot_unavailable_since: float | None = None
         if hot:
             from tiermem.hotlink import HotLink
 
@@ -1719,6 +1724,14 @@ class Memory:
         self._catch_erasures_past(mark)
         if self.hot is not None:
             out["hot"] = self.hot.stats(namespace=namespace)
+        elif self.hot_unavailable is not None:
+            # the shape of HotLink.stats' health keys: a monitor reading hot.healthy finds
+            # it false, as for an external Redis that does not answer (the error only in
+            # the unscoped stats, as there)
+            out["hot"] = {"healthy": False, "degraded_since": self.hot_unavailable_since,
+                          "backend": "external" if self.config.redis_url is not None else "embedded"}
+            if namespace is None:
+                out["hot"]["last_error"] = self.hot_unavailable
         if namespace is None:
             # bad view rows this process met (a namespace's own count would need its keys);
             # the views whose latest refresh failed, of every namespace (counts and an age:
@@ -1987,9 +2000,18 @@ def hot_start_errors() -> tuple[type[BaseException], ...]:
 
 def open_with_fallback(config: Config, *, embedder: Embedder | None = None,
                        background_indexing: bool = False) -> tuple[Memory, BaseException | None]:
-    """A Memory with the hot tier when it can be reached or started, else a cold-only one;
-    the second value is why the hot tier is off (None when it is on)."""
+    """A Memory with the hot tier when it can be reached or started, else a cold-only one
+    whose `hot_unavailable` says why (stats and /healthz report the hot tier unhealthy);
+    the second value is that error (None when the hot tier is on). The cold store's own
+    errors (read-only and must not be read, unreachable) are raised, not retried."""
     try:
         return Memory(config, embedder=embedder, hot=True, background_indexing=background_indexing), None
     except hot_start_errors() as exc:
-        return Memory(config, embedder=embedder, hot=False, background_indexing=background_indexing), exc
+        from tiermem.tiers.errors import StorageReadOnly, StoreUnavailable
+
+        if isinstance(exc, StorageReadOnly | StoreUnavailable):
+            raise  # the cold store's own (OSError too): a second open would meet it again, and wait again
+        mem = Memory(config, embedder=embedder, hot=False, background_indexing=background_indexing)
+        mem.hot_unavailable = f"{type(exc).__name__}: {exc}"
+        mem.hot_unavailable_since = time.time()
+        return mem, exc

@@ -437,7 +437,8 @@ class HealthOut(BaseModel):
     tiers: dict[str, str]
     reasons: dict[str, str] = Field(default_factory=dict, description=(
         "why a tier is down, where tiermem knows and it holds no secret: the hot tier's is Redis refusing "
-        "tiermem (a wrong or missing password, an ACL user without a command it needs); the embedder's, while "
+        "tiermem (a wrong or missing password, an ACL user without a command it needs), or the type of the "
+        "error that kept it from starting (a read-only data dir, no redis-server); the embedder's, while "
         "it is degraded, the type of the error its model's load raised"))
 
 

@@ -90,7 +90,14 @@ def healthz(runtime: RuntimeDep) -> JSONResponse:
         log.warning("healthz: cold tier failed: %s", exc)
         tiers["cold"] = "down"
     reasons: dict[str, str] = {}
-    if mem.hot is None:
+    if mem.hot is None and mem.hot_unavailable is not None:
+        # asked for and could not start (a read-only data dir, no redis-server): not the
+        # "disabled" of a service run without it. The error's type only: its message may
+        # name paths, and this route needs no token
+        tiers["hot"] = "down"
+        reasons["hot"] = (f"the hot tier could not start ({mem.hot_unavailable.split(':', 1)[0]}); "
+                          "contexts answer from the cold log")
+    elif mem.hot is None:
         tiers["hot"] = "disabled"
     elif mem.hot.misconfigured is not None:
         tiers["hot"] = "down"
