@@ -7,7 +7,8 @@ Fails on the code before (review of the HTTP contract, 2026-12-07, base 7298b5a)
 route declared 408 or 421, the conversation routes no 403, /v1/limits only 401,
 /metrics no 400/413/415/422, /healthz only 503, and /v1/mcp was absent; (2026-12-07,
 base 1a248cb) no route but /v1/mcp declared the 405 of a method its path does not take
-(tests/test_service_method_not_allowed.py sends them)."""
+(tests/test_service_method_not_allowed.py sends them); (2026-12-07, base 1be59d0) no
+path had a HEAD operation, though HEAD is answered wherever GET is (test_service_head.py)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,9 @@ ROUTES: dict[tuple[str, str], set[str]] = {
     ("GET", "/v1/conversations"): {"200"} | STORAGE,
     ("GET", "/v1/stats"): {"200"} | STORAGE,
 }
-EXPECTED = {route: statuses | METHOD for route, statuses in ROUTES.items()}
+# HEAD wherever GET (tiermem.service.head): the GET's statuses, without a body
+HEADS = {("HEAD", path): statuses for (method, path), statuses in ROUTES.items() if method == "GET"}
+EXPECTED = {route: statuses | METHOD for route, statuses in {**ROUTES, **HEADS}.items()}
 # with the mcp extra: JSON-RPC over POST; 202 a notification, 405 any other method,
 # 503 the MCP server starting; no 404 or 507 (a tool's failure is a JSON-RPC result)
 MCP: dict[tuple[str, str], set[str]] = {("POST", "/v1/mcp"): {"200", "202", "405", "503"} | GUARD}

@@ -6,7 +6,8 @@ too), with `Allow` listing every method the path takes, the document's own.
 Fails on the code before (review of the HTTP contract, 2026-12-07, base 1a248cb): no
 route but /v1/mcp declared 405, though the router answered it on every path; and a path
 served by two operations (/v1/search: GET and POST) answered `Allow: GET`, the first
-route's method only, and the detail named no method.
+route's method only, and the detail named no method. (2026-12-07, base 1be59d0) HEAD was
+answered 405 on every path that takes GET, and Allow named no HEAD (test_service_head.py).
 
 The real app served by uvicorn, real sockets; each documented path is sent each method
 it does not take, with the token the path needs (so the guard lets it through)."""
@@ -77,8 +78,14 @@ def test_every_other_method_is_a_declared_405_naming_the_paths_methods(served: t
         if method != "HEAD":
             detail = r.json()["detail"]
             assert all(m in detail for m in takes), (method, template, detail)
-        # declared on each operation of the path, as JSON, with the Allow header
+        # declared on each operation of the path, as JSON (HEAD's without a body), with the Allow header
         for op_method, operation in operations.items():
             declared = operation["responses"].get(str(METHOD_NOT_ALLOWED))
             assert declared is not None, (op_method, template)
-            assert "application/json" in declared["content"] and "Allow" in declared["headers"], (op_method, template)
+            assert "Allow" in declared["headers"], (op_method, template)
+            if op_method == "head":
+                assert "content" not in declared, template
+            else:
+                assert "application/json" in declared["content"], (op_method, template)
+    # a path that takes GET takes HEAD (tiermem.service.head), and only such a path
+    assert ("GET" in takes) == ("HEAD" in takes), (template, takes)

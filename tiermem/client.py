@@ -1056,7 +1056,7 @@ class Client(_Base):
         return self._send(self._calls.stats(namespace))
 
     def health(self) -> dict[str, Any]:
-        """/healthz: `status` (ok, degraded, starting, down) and each tier's state."""
+        """/healthz: `status` (ok, degraded, starting, stopping, down) and each tier's state."""
         return self._send(self._calls.health())
 
     def limits(self) -> Limits | None:

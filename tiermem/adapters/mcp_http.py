@@ -58,7 +58,9 @@ Invariants:
 - Never a 500 for the server's lifetime: a request that arrives once the service's
   shutdown has begun (its lifespan ending: the session manager stopping or stopped) is
   answered 503 with Retry-After, a JSON-RPC error like the endpoint's other refusals,
-  never handed to the stopped session manager (which raised, answered 500).
+  never handed to the stopped session manager (which raised, answered 500); one that
+  is waiting for the server's start-up when the shutdown begins is answered so at once,
+  not at the end of its wait (`MCP_START_WAIT_S`).
 - Without the `mcp` package (the `mcp` extra), nothing is mounted: /v1/mcp is a 404 and
   the rest of the service is unchanged. With it, the package is imported in the
   background after start-up (about 1-2 s): `tiermem serve` starts, and restarts, as
@@ -109,8 +111,8 @@ MCP_METHODS: list[str] | None = None
 MCP_SERVED_METHOD = "POST"
 NOT_SERVED = ("this endpoint serves POST only (stateless: it sends no server-initiated messages, so it offers "
               "no GET event stream, and it has no session to DELETE)")
-MCP_START_WAIT_S = 30.0  # a request that arrives while the server starts waits this long, then 503
-SHUTTING_DOWN = "the service is shutting down"
+MCP_START_WAIT_S = 30.0  # a request that arrives while the server starts waits this long (or until shutdown), then 503
+SHUTTING_DOWN = "the service is shutting down"  # as tiermem.service.runtime.SHUTTING_DOWN (not imported here)
 
 
 async def _send_json(send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -235,8 +237,7 @@ class McpEndpoint:
                           f"header.{NAMESPACE_FIELD}: {detail} (a token acts on its namespace prefix and below)")
             return
         if not self.ready.is_set() and not self.stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.ready.wait(), MCP_START_WAIT_S)
+            await self._await_start()
         manager = self.manager
         if self.stop.is_set() or self.runtime.memory is None or manager is None:
             await self._unavailable(send)
@@ -257,6 +258,16 @@ class McpEndpoint:
             if started or not self.stop.is_set():
                 raise
             await self._unavailable(send)
+
+    async def _await_start(self) -> None:
+        """Wait for the server's start-up, at most MCP_START_WAIT_S, and no longer than
+        the shutdown's beginning (`stop`): a request waiting then is answered at once."""
+        waits = [asyncio.ensure_future(self.ready.wait()), asyncio.ensure_future(self.stop.wait())]
+        try:
+            await asyncio.wait(waits, timeout=MCP_START_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
 
     async def _unavailable(self, send: Send) -> None:
         """503, Retry-After: the server is starting, failed to start, or shutting down."""

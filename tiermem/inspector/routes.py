@@ -202,8 +202,9 @@ class Inspector:
         return self.error(request, 404, f"conversation {cid!r} not found", grant)
 
     def mem(self) -> Memory:
-        if self.runtime.memory is None:
-            raise _Answer(_html("the service is starting", 503, {"Retry-After": str(STARTING_RETRY_S)}))
+        unavailable = self.runtime.unavailable()  # starting, or shutting down
+        if unavailable is not None or self.runtime.memory is None:
+            raise _Answer(_html(unavailable or "the service is starting", 503, {"Retry-After": str(STARTING_RETRY_S)}))
         return self.runtime.memory
 
     @staticmethod

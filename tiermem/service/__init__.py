@@ -63,11 +63,18 @@ Rules this module keeps:
   `/metrics`; the tests (tests/test_service_fuzz.py) show no input reaches it.
 - **Startup order.** Memory (with the embedding model) and the consolidation scheduler
   are created in the lifespan, i.e. in the worker process after uvicorn has started it,
-  never at import.
+  never at import. Until then a route that needs the Memory answers 503 with Retry-After,
+  "the service is starting"; from the start of the shutdown on (a Memory the app owns),
+  the same 503 "the service is shutting down" (/healthz: `"status": "stopping"`).
+- **Methods and paths.** Every path that takes GET takes HEAD (the same status and
+  headers, no body; `head`), and the OpenAPI document gives each GET a HEAD twin; a
+  method a path does not take is 405 with `Allow` naming every method of the path; a
+  path spelt with a trailing slash is 404, never a redirect the document does not declare
+  (but `/v1/mcp/`, the MCP endpoint itself).
 
 Where each rule lives: `app` (create_app, the lifespan), `runtime` (what one app holds),
 `auth` (tokens, prefix grants, the namespace header and the scope dependencies), `guard`
-(the Host check and the body guard middleware), `server` (how `tiermem serve` runs
+(the Host check and the body guard middleware), `head` (HEAD wherever GET), `server` (how `tiermem serve` runs
 uvicorn: the head deadline and the connection bound), `handlers` (exceptions to status
 codes), `metrics` (Prometheus), `schemas` (request and response models), `routes` (one
 module per area: ops, conversations, recall, admin).

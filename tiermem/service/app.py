@@ -76,6 +76,10 @@ def create_app(
         "conversation, and a namespace route 403, whatever the other namespace holds. `/metrics` "
         "needs a token from `metrics_tokens`.",
         lifespan=lifespan,
+        # a path spelt with a trailing slash is a 404 (JSON), not a 307 the document does
+        # not declare, which a client may follow resending an authenticated POST without
+        # its body; /v1/mcp/ (mcp_http) and /ui (the inspector) answer their own spellings
+        redirect_slashes=False,
         docs_url=None,  # tiermem.inspector serves /docs from packaged assets (no CDN)
         redoc_url=None,
     )
@@ -136,6 +140,7 @@ def _version() -> str:
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     runtime: Runtime = app.state.runtime
+    runtime.stopping = False  # an app started again
     warm_up: threading.Thread | None = None
     if runtime.memory is None:
         runtime.memory = await run_in_threadpool(Memory, runtime.config)
@@ -157,11 +162,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         yield
     finally:
+        # from here a request that needs a Memory the app owns is told the service is
+        # shutting down (Runtime.mem), not handed one about to close
+        runtime.stopping = True
         if warm_up is not None:
             await run_in_threadpool(warm_up.join)
         if runtime.scheduler is not None:
             await run_in_threadpool(runtime.scheduler.shutdown, True)
             runtime.scheduler = None
         if runtime.owns_memory and runtime.memory is not None:
-            await run_in_threadpool(runtime.memory.close)
-            runtime.memory = None
+            memory, runtime.memory = runtime.memory, None
+            await run_in_threadpool(memory.close)

@@ -5,7 +5,9 @@ Invariants: the Memory and the scheduler exist only between the lifespan's start
 its end, in the worker process (never at import); a Memory passed to create_app is the
 caller's to close (`owns_memory` False), one handed over before start (`app.hand_over`,
 `tiermem serve`) the app's to warm up and close, as one its lifespan opened; until the Memory exists every route that needs
-it answers 503 with Retry-After (`mem`).
+it answers 503 with Retry-After (`mem`), saying the service is starting, and from the start
+of the shutdown on, where the Memory is the app's (`stopping`), the same 503 saying the
+service is shutting down (as /v1/mcp answers then), never "starting".
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tiermem.service")
 
-STARTING_RETRY_AFTER_S = 5  # what a 503 while the service starts tells clients to wait
+STARTING_RETRY_AFTER_S = 5  # what a 503 while the service starts (or stops) tells clients to wait
+STARTING = "the service is starting"  # the 503's detail before the lifespan has opened the Memory
+SHUTTING_DOWN = "the service is shutting down"  # ... once its shutdown has begun (mcp_http's too)
 
 
 @dataclass
@@ -41,6 +45,8 @@ class Runtime:
     owns_memory: bool = False
     scheduler: ConsolidationScheduler | None = None
     start_scheduler: bool = True
+    # the lifespan's shutdown has begun (cleared when it starts again)
+    stopping: bool = False
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     # monotonic time of the last request the storage refused or failed (for /healthz)
     storage_failed_at: float | None = None
@@ -70,10 +76,19 @@ class Runtime:
             log.exception("loading the embedding model failed; dense retrieval is unavailable")
             self.embedder_state = "failed"
 
+    def unavailable(self) -> str | None:
+        """Why no request may use the Memory now (a 503's detail), or None: not opened yet,
+        or the shutdown has begun and the Memory is the app's to close. A Memory passed
+        in stays the caller's, served as long as it is open."""
+        if self.stopping and (self.owns_memory or self.memory is None):
+            return SHUTTING_DOWN
+        return STARTING if self.memory is None else None
+
     def mem(self) -> Memory:
-        if self.memory is None:
+        detail = self.unavailable()
+        if detail is not None or self.memory is None:
             raise HTTPException(
-                503, "the service is starting", headers={"Retry-After": str(STARTING_RETRY_AFTER_S)}
+                503, detail or STARTING, headers={"Retry-After": str(STARTING_RETRY_AFTER_S)}
             )
         return self.memory
 

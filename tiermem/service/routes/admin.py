@@ -20,6 +20,7 @@ from fastapi import APIRouter, Query
 
 from tiermem.memory import DEFAULT_CONVERSATIONS_PAGE, MAX_CONVERSATIONS_PAGE
 from tiermem.service.auth import NAMESPACE_HEADER, ExplicitNs, Ns, SpaceNs
+from tiermem.service.head import HeadRoute
 from tiermem.service.runtime import Runtime, RuntimeDep
 from tiermem.service.schemas import (
     CONV_ERASURE_ERRORS,
@@ -47,7 +48,7 @@ NAMESPACE_LAG_STATS = ("lag_turns", "lag_seconds")
 
 log = logging.getLogger("tiermem.service")
 
-admin_routes = APIRouter()
+admin_routes = APIRouter(route_class=HeadRoute)
 
 
 @admin_routes.delete(

@@ -43,6 +43,7 @@ from tiermem.errors import PositionMismatch, ValidationError
 from tiermem.memory import MAX_HISTORY_PAGE
 from tiermem.service.auth import NAMESPACE_HEADER, Ns
 from tiermem.service.handlers import body_refusal
+from tiermem.service.head import HeadRoute
 from tiermem.service.runtime import Runtime, RuntimeDep
 from tiermem.service.schemas import (
     APPEND_ERRORS,
@@ -83,7 +84,7 @@ from tiermem.tiers.models import (
 
 CONVERSATION = "/v1/conversations/{conversation_id}"
 
-conversation_routes = APIRouter(prefix=CONVERSATION)
+conversation_routes = APIRouter(prefix=CONVERSATION, route_class=HeadRoute)
 _BATCH_INDEX = re.compile(r"messages\[(\d+)\]")  # how Memory.append_many names a message of a batch
 _ONLY_MESSAGE = "messages[0]"  # how append_outcome names the one message of the single append
 _KEY_FIELD = "idempotency_key"  # how the library names the key; the caller sent it as a header

@@ -18,6 +18,7 @@ from fastapi import APIRouter
 from tiermem.config import Config
 from tiermem.memory import MAX_BATCH_MESSAGES, MAX_CONVERSATIONS_PAGE, MAX_HISTORY_PAGE, MAX_SEARCH_K
 from tiermem.planner.plan import MAX_BREAKPOINTS
+from tiermem.service.head import HeadRoute
 from tiermem.service.runtime import RuntimeDep
 from tiermem.service.schemas import GUARD_ERRORS, LimitsOut
 from tiermem.tiers.models import (
@@ -50,7 +51,7 @@ FIXED_LIMITS = {
     "conditional_appends": True,
 }
 
-limits_routes = APIRouter()  # included with the bearer credentials dependency
+limits_routes = APIRouter(route_class=HeadRoute)  # included with the bearer credentials dependency
 
 
 def limits_of(config: Config) -> LimitsOut:

@@ -29,7 +29,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tiermem.config import is_loopback
 from tiermem.memory import Memory
-from tiermem.service.runtime import STARTING_RETRY_AFTER_S, RuntimeDep
+from tiermem.service.head import HeadRoute
+from tiermem.service.runtime import SHUTTING_DOWN, STARTING_RETRY_AFTER_S, RuntimeDep
 from tiermem.service.schemas import BODY_ERRORS, HOST_ERRORS, ErrorOut, HealthOut, as_json
 from tiermem.tiers.embed_onnx import embedder_loaded
 from tiermem.tiers.files import database_writable
@@ -50,8 +51,8 @@ class _PooledStore(Protocol):
 
     def connection_wait(self, seconds: float) -> AbstractContextManager[None]: ...
 
-health_routes = APIRouter()
-metrics_routes = APIRouter()  # included with the bearer credentials dependency
+health_routes = APIRouter(route_class=HeadRoute)
+metrics_routes = APIRouter(route_class=HeadRoute)  # included with the bearer credentials dependency
 
 
 def cold_health(memory: Memory, failed_at: float | None) -> str:
@@ -76,12 +77,15 @@ def cold_health(memory: Memory, failed_at: float | None) -> str:
     tags=["ops"],
     summary="Liveness and tier health (no auth): the cold tier is ok, read-only or down",
     # no Host or Origin check (HOST_UNCHECKED_PATHS), no token; the body checks still run
-    responses={**BODY_ERRORS, 503: {"model": HealthOut, "description": "the cold tier cannot be read, or starting"}},
+    responses={**BODY_ERRORS, 503: {"model": HealthOut, "description": (
+        "the cold tier cannot be read, or starting (`status`: starting), or shutting down (stopping)")}},
 )
 def healthz(runtime: RuntimeDep) -> JSONResponse:
     mem = runtime.memory
-    if mem is None:
-        return JSONResponse({"status": "starting", "tiers": {}}, status_code=503,
+    unavailable = runtime.unavailable()
+    if unavailable is not None or mem is None:
+        status = "stopping" if unavailable == SHUTTING_DOWN else "starting"
+        return JSONResponse({"status": status, "tiers": {}}, status_code=503,
                             headers={"Retry-After": str(STARTING_RETRY_AFTER_S)})
     tiers: dict[str, str] = {}
     try:

@@ -22,6 +22,7 @@ from tiermem.adapters.anthropic import to_anthropic
 from tiermem.errors import ValidationError
 from tiermem.memory import MAX_SEARCH_K
 from tiermem.service.auth import Ns, SearchBodyNs, SearchNs
+from tiermem.service.head import HeadRoute
 from tiermem.service.runtime import Runtime, RuntimeDep
 from tiermem.service.schemas import (
     CONV_ERRORS,
@@ -39,7 +40,7 @@ from tiermem.service.schemas import (
     finite,
 )
 
-recall_routes = APIRouter()
+recall_routes = APIRouter(route_class=HeadRoute)
 ANTHROPIC_OPTIONS = ("thinking", "max_breakpoints")  # ContextIn's fields passed to to_anthropic
 
 
