@@ -32,6 +32,8 @@ INTERNAL_IN_ERRORS = {
     # a pin's script asked to wait for another's (tiers.hot flag w); tiermem.hotlink waits and
     # tries again, its last try never asking, so it never leaves the hot link
     "PinChangeGap",
+    # a command's output that cannot be written (tiermem.cli): the CLI says it as `error: ...`
+    "OutputUnwritable",
 }
 
 # exception classes defined outside tiers.errors, none of which reaches a library caller

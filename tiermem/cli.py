@@ -76,7 +76,7 @@ from tiermem.memory import (
     MIN_PIN_PRIORITY,
     SEARCH_KEYWORDS_ONLY,
 )
-from tiermem.tiers.errors import ValidationError
+from tiermem.tiers.errors import STANDARD_OUTPUT, ValidationError
 from tiermem.tiers.files import PRIVATE_FILE_MODE
 from tiermem.tiers.models import (
     HIT_SUPERSEDED,
@@ -101,6 +101,9 @@ if TYPE_CHECKING:
     from tiermem.tiers.models import ErasureReport
 
 CONTENT_PREVIEW_CHARS = 100
+# BudgetTooSmall's advice for a latest message over budget, in the library's words; `context`
+# says its option instead
+LIBRARY_TRUNCATE_ADVICE = "pass truncate_latest=True"
 MIN_DEMO_BUDGET_TOKENS = 50
 # `consolidate --watch --interval`'s floor, seconds; its ceiling is the config's own
 # (MAX_SCHEDULER_INTERVAL_S), which the option's value goes through
@@ -154,9 +157,11 @@ def _driver_words(exc: BaseException) -> str | None:
     return None
 
 
-def one_line(exc: BaseException, *, several_transactions: bool = False) -> str:
+def one_line(exc: BaseException, *, several_transactions: bool = False, the_store: bool = True) -> str:
     """A one-line description of `exc` for `error: ...`; `several_transactions`: it ended
-    a command of SEVERAL_TRANSACTION_COMMANDS."""
+    a command of SEVERAL_TRANSACTION_COMMANDS. `the_store` False: `exc` is not the
+    database's (the hot tier's start): a refused or full disk is said as the file's
+    (`PATH: strerror`), never in storage_problem's words about the database."""
     try:
         import pydantic
 
@@ -169,8 +174,10 @@ def one_line(exc: BaseException, *, several_transactions: bool = False) -> str:
     from tiermem.tiers.errors import TiermemError
     from tiermem.tiers.files import storage_problem
 
+    if not the_store and isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror}"
     # a read-only, full or failing disk: say so, not the driver's words
-    problem = storage_problem(exc, several_transactions=several_transactions)
+    problem = storage_problem(exc, several_transactions=several_transactions) if the_store else None
     if problem is not None:
         said = _driver_words(exc)
         return problem.detail if said is None or said in problem.detail else f"{problem.detail} ({said})"
@@ -295,15 +302,45 @@ class CliState:
             self.need_stored(cfg)
         mem: Memory
         if hot:
-            mem, why = open_with_fallback(cfg, embedder=self.embedder)
+            with naming_the_database(cfg):
+                mem, why = open_with_fallback(cfg, embedder=self.embedder)
             if why is not None:
                 click.echo(
-                    f"warning: hot tier unavailable ({one_line(why)}); answering from the cold log", err=True
+                    f"warning: hot tier unavailable ({one_line(why, the_store=False)}); answering from the cold log",
+                    err=True
                 )
         else:
-            mem = Memory(cfg, hot=False, background_indexing=False, embedder=self.embedder)
+            with naming_the_database(cfg):
+                mem = Memory(cfg, hot=False, background_indexing=False, embedder=self.embedder)
         click.get_current_context().call_on_close(mem.close)
         return mem
+
+
+# SQLite's primary result codes for a damaged file and for one that is no database
+SQLITE_CORRUPT = 11
+SQLITE_NOTADB = 26
+
+
+@contextmanager
+def naming_the_database(cfg: Config) -> Iterator[None]:
+    """Around opening the store `cfg` names: a SQLite file that is no database, or a
+    damaged one, is a CliError naming its path. The driver's "file is not a database"
+    named none, so the user could not tell which file (--data-dir, env, the config) was
+    read."""
+    try:
+        yield
+    except Exception as exc:
+        seen: set[int] = set()
+        e: BaseException | None = exc
+        while e is not None and id(e) not in seen:
+            seen.add(id(e))
+            code = getattr(e, "sqlite_errorcode", None)
+            if cfg.cold_url is None and isinstance(code, int) and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB):
+                raise CliError(f"{cfg.db_path} cannot be read as a tiermem database ({_driver_words(e)}): the file "
+                               "is damaged or is no SQLite database; check --data-dir or data_dir, or restore the "
+                               "file from a backup") from None
+            e = e.__cause__ or e.__context__
+        raise
 
 
 def _debug_requested(ctx: click.Context) -> bool:
@@ -346,18 +383,44 @@ class TiermemGroup(click.Group):
             return super().make_context(info_name, args, parent=parent, **extra)
 
     def invoke(self, ctx: click.Context) -> Any:
-        with _closed_stdout_exits_quietly(ctx), _stdout_in_pieces():
+        with _closed_stdout_exits_quietly(ctx), _stdout_in_pieces(ctx):
             try:
                 done = super().invoke(ctx)
                 sys.stdout.flush()  # what is still buffered meets a closed pipe here, not at exit
                 return done
             except (click.ClickException, click.exceptions.Exit, click.Abort, BrokenPipeError):
                 raise
+            except KeyboardInterrupt:
+                # Ctrl-C: click's own handler printed "Aborted!" and exited 1. The
+                # command's context has closed its Memory by now (an unwinding `with`)
+                if _debug_requested(ctx):
+                    raise
+                click.echo(f"error: {interrupted_text(ctx.invoked_subcommand)}", err=True)
+                raise click.exceptions.Exit(INTERRUPTED_EXIT) from None
             except Exception as exc:
                 if _debug_requested(ctx):
                     raise
                 several = ctx.invoked_subcommand in SEVERAL_TRANSACTION_COMMANDS
                 raise CliError(one_line(exc, several_transactions=several)) from None
+
+
+# the status of a command interrupted by Ctrl-C (SIGINT), as a shell shows a process it killed
+INTERRUPTED_EXIT = 128 + signal.SIGINT
+# what an interrupted command left, by command: each of these commits in steps and, run
+# again, goes on from what is stored (import skips what is present, migrate-store resumes,
+# index and rebuild redo what is missing, an erasure erases the rest)
+RESUMED_TEXT = "interrupted; what was committed stays, rerun to resume"
+ERASED_TEXT = "interrupted; what was erased stays erased, run it again to erase the rest"
+INTERRUPTED_TEXTS = {"import": RESUMED_TEXT, "migrate-store": RESUMED_TEXT, "index": RESUMED_TEXT,
+                     "rebuild": RESUMED_TEXT, "prune": ERASED_TEXT, "delete": ERASED_TEXT,
+                     "delete-namespace": ERASED_TEXT}
+# any other command reads, or writes in one transaction, which either committed or not
+INTERRUPTED_TEXT = "interrupted; a write in one transaction either committed whole or not at all"
+
+
+def interrupted_text(command: str | None) -> str:
+    """The `error:` line of `command` ended by Ctrl-C: what it left behind."""
+    return INTERRUPTED_TEXTS.get(command or "", INTERRUPTED_TEXT)
 
 
 @contextmanager
@@ -378,19 +441,40 @@ def _closed_stdout_exits_quietly(ctx: click.Context | None) -> Iterator[None]:
 
 
 class _PiecewiseBuffer(io.BufferedWriter):
-    """A buffered writer whose long writes reach the file in pieces of STDOUT_PIECE_BYTES."""
+    """A buffered writer whose long writes reach the file in pieces of STDOUT_PIECE_BYTES.
+    A write that fails (a full disk, `> /dev/full`) raises OutputUnwritable, said as
+    standard output's, not as the database's; a closed pipe stays BrokenPipeError
+    (`_closed_stdout_exits_quietly`)."""
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
-        if len(view) <= STDOUT_PIECE_BYTES:
-            return super().write(view)
-        for start in range(0, len(view), STDOUT_PIECE_BYTES):
-            super().write(view[start:start + STDOUT_PIECE_BYTES])
+        with _said_as_output(STANDARD_OUTPUT):
+            if len(view) <= STDOUT_PIECE_BYTES:
+                return super().write(view)
+            for start in range(0, len(view), STDOUT_PIECE_BYTES):
+                super().write(view[start:start + STDOUT_PIECE_BYTES])
         return len(view)
+
+    def flush(self) -> None:
+        with _said_as_output(STANDARD_OUTPUT):
+            super().flush()
 
 
 @contextmanager
-def _stdout_in_pieces() -> Iterator[None]:
+def _said_as_output(target: str) -> Iterator[None]:
+    """An OSError in the block (but a closed pipe's) is OutputUnwritable naming `target`."""
+    from tiermem.tiers.errors import OutputUnwritable
+
+    try:
+        yield
+    except (BrokenPipeError, OutputUnwritable):
+        raise
+    except OSError as exc:
+        raise OutputUnwritable(target, exc) from exc
+
+
+@contextmanager
+def _stdout_in_pieces(ctx: click.Context) -> Iterator[None]:
     """Standard output, when it is a real file (a pipe), written in pieces while a command
     runs: a reader that leaves mid-write must be noticed. CPython's buffered writer returns
     from one long write that the reader's exit cut short without an error and drops the
@@ -412,11 +496,35 @@ def _stdout_in_pieces() -> Iterator[None]:
     sys.stdout = pieces
     try:
         yield
-    finally:
-        if sys.stdout is pieces:
-            sys.stdout = stream
-            # what the command left buffered: a closed pipe raises here, inside the handler
-            pieces.flush()
+    except click.exceptions.Exit as done:  # `ctx.exit(0)` is done: its output must be written
+        _restore_stdout(stream, pieces, ctx, failed=done.exit_code != 0)
+        raise
+    except BaseException:
+        _restore_stdout(stream, pieces, ctx, failed=True)
+        raise
+    _restore_stdout(stream, pieces, ctx, failed=False)
+
+
+def _restore_stdout(stream: IO[str], pieces: io.TextIOWrapper, ctx: click.Context, *, failed: bool) -> None:
+    """Put `stream` back as standard output and flush what the command left buffered in
+    `pieces`: a closed pipe raises here, inside `_closed_stdout_exits_quietly`. Where the
+    output cannot be written (a full disk) the rest is dropped (its file pointed at
+    /dev/null, or the flush at exit printed a traceback) and, unless the command `failed`
+    already (said once), it is one line `error: standard output: ...`, exit 1."""
+    from tiermem.tiers.errors import OutputUnwritable
+
+    if sys.stdout is not pieces:
+        return
+    sys.stdout = stream
+    try:
+        pieces.flush()
+    except OutputUnwritable as exc:
+        _discard_stdout()
+        pieces.flush()
+        if not failed:
+            if _debug_requested(ctx):
+                raise
+            raise CliError(one_line(exc)) from None
 
 
 def _stdout_reader_gone() -> bool:
@@ -862,7 +970,10 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
     from tiermem.service.app import hand_over
 
     if no_auth and not is_loopback(cfg.http_host):
-        raise CliError(
+        if host is not None:  # both on the command line: a usage error (exit 2), as the README's rule says
+            raise click.UsageError(f"--no-auth serves only on loopback addresses; --host {host!r} is not one "
+                                   "(configure auth_tokens to serve on other addresses)")
+        raise CliError(  # the config's http_host: found in the configuration, exit 1
             f"--no-auth serves only on loopback addresses; {cfg.http_host!r} is not one "
             "(configure auth_tokens to serve on other addresses)"
         )
@@ -996,6 +1107,8 @@ def _read_messages(source: IO[str], name: str) -> list[dict[str, Any]]:
 @click.argument("conversation", type=NEW_CONVERSATION)
 @click.option("--role", type=click.Choice(ROLES), help="Role of the message (with --content).")
 @click.option("--content", type=TEXT, help="Text of the message (with --role).")
+@click.option("--tool-call-id", type=TEXT, default=None,
+              help="With --role tool (required there): the id of the assistant's tool call it answers.")
 @click.option(
     "--json-file",
     type=click.File("r", encoding="utf-8"),
@@ -1012,6 +1125,7 @@ def append(
     conversation: str,
     role: str | None,
     content: str | None,
+    tool_call_id: str | None,
     json_file: IO[str] | None,
     session_id: str | None,
     idempotency_key: str | None,
@@ -1022,8 +1136,16 @@ def append(
         raise click.UsageError("--role and --content go together")
     if role is not None and json_file is not None:
         raise click.UsageError("use either --role/--content or --json-file, not both")
+    # a tool result answers a call by its id: without one it was refused (exit 1) after
+    # --help had offered --role tool
+    if role == "tool" and tool_call_id is None:
+        raise click.UsageError("--role tool needs --tool-call-id (the id of the tool call it answers)")
+    if tool_call_id is not None and role != "tool":
+        raise click.UsageError("--tool-call-id goes with --role tool")
     if role is not None:
         messages: list[dict[str, Any]] = [{"role": role, "content": content}]
+        if tool_call_id is not None:
+            messages[0]["tool_call_id"] = tool_call_id
     elif json_file is not None:
         messages = _read_messages(json_file, "stdin" if json_file.name == "<stdin>" else json_file.name)
     else:
@@ -1227,17 +1349,26 @@ def context(
     as_json: bool,
 ) -> None:
     """Assemble the context for a turn under a budget, and explain the plan."""
+    from tiermem.tiers.errors import BudgetTooSmall
+
     mem = state.memory(hot=True)
-    ctx = mem.context(
-        conversation,
-        query,
-        budget,
-        system=system,
-        namespace_recall=not no_namespace_recall,
-        namespace=state.namespace,
-        truncate_latest=truncate_latest,
-        timezone=timezone,
-    )
+    try:
+        ctx = mem.context(
+            conversation,
+            query,
+            budget,
+            system=system,
+            namespace_recall=not no_namespace_recall,
+            namespace=state.namespace,
+            truncate_latest=truncate_latest,
+            timezone=timezone,
+        )
+    except BudgetTooSmall as exc:
+        # its advice in this command's words: the library's keyword is no option here
+        if exc.part != exc.PART_LATEST or not exc.problem.endswith(LIBRARY_TRUNCATE_ADVICE):
+            raise
+        raise ValidationError(exc.field, exc.problem.removesuffix(LIBRARY_TRUNCATE_ADVICE)
+                              + "pass --truncate-latest") from None
     if ctx.plan.tiers.get("embedder") == "degraded":
         _note_keywords_only(mem, ctx.plan.retrieval)
     if as_json:
@@ -1962,8 +2093,20 @@ def export_command(state: CliState, conversations: tuple[str, ...], out: Path, s
     click.echo(f"exported {n} message(s) to {out}", err=True)
 
 
+class _OutputFile:
+    """A text file a command writes (`_replacing`): a failed write is OutputUnwritable
+    naming the file (a full disk there is the output's, not the database's)."""
+
+    def __init__(self, fh: IO[str], name: str) -> None:
+        self._fh, self._name = fh, name
+
+    def write(self, text: str) -> int:
+        with _said_as_output(self._name):
+            return self._fh.write(text)
+
+
 @contextmanager
-def _replacing(target: Path, *, mode: int | None = None) -> Iterator[IO[str]]:
+def _replacing(target: Path, *, mode: int | None = None) -> Iterator[_OutputFile]:
     """A text file that takes `target`'s place only once it is all written: written beside
     it under a temporary name, fsynced, then renamed over it (the directory fsynced too),
     so a failure part-way leaves the file that was there, and the temporary is removed
@@ -1972,43 +2115,77 @@ def _replacing(target: Path, *, mode: int | None = None) -> Iterator[IO[str]]:
     conversations), and the temporary is 0600 from its creation (mkstemp), so no other
     user reads it meanwhile; a link is followed, so the link
     stays. A target that is no regular file (a FIFO, /dev/stderr) cannot be replaced so and
-    is written in place, its mode untouched."""
+    is written in place, its mode untouched. What fails in writing it (a full disk, a
+    refused permission) is OutputUnwritable naming `target`; an error of the block's own
+    (the store's) passes as it is."""
+    name = str(target)
     real = Path(os.path.realpath(target))
     try:
         st = real.stat()
     except FileNotFoundError:
         st = None
     if st is not None and not stat.S_ISREG(st.st_mode):
-        with real.open("w", encoding="utf-8") as fh:
-            yield fh
+        with _said_as_output(name):
+            fh = real.open("w", encoding="utf-8")
+        try:
+            yield _OutputFile(fh, name)
+        except BaseException:
+            with suppress(OSError):  # what is still buffered has nowhere to go
+                fh.close()
+            raise
+        with _said_as_output(name):
+            fh.close()
         return
     if mode is None:
         mode = stat.S_IMODE(st.st_mode) if st is not None else PRIVATE_FILE_MODE
-    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
+    with _said_as_output(name):
+        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
+    fh = os.fdopen(fd, "w", encoding="utf-8")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            yield fh
+        yield _OutputFile(fh, name)
+        with _said_as_output(name):
             fh.flush()
             os.fsync(fh.fileno())  # the data on disk before the name points at it
-        os.chmod(tmp, mode)
-        os.replace(tmp, real)
+            fh.close()
+            os.chmod(tmp, mode)
+            os.replace(tmp, real)
     except BaseException:
+        with suppress(OSError):  # a failed flush's data is dropped with the temporary
+            fh.close()
         with suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    dir_fd = os.open(real.parent, os.O_RDONLY)
+    with _said_as_output(name):
+        dir_fd = os.open(real.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # the rename itself survives a crash
+        finally:
+            os.close(dir_fd)
+
+
+def _tune_value_given(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """`tune --budgets` / `--grid` checked as they are parsed (the README's rule: a bad
+    value on the command line is exit 2, before anything is opened): refused later, they
+    were exit 1 after the run had begun ("tuning on the bundled demo ...")."""
+    from tiermem.evals.tune import parse_budgets, parse_grid
+
     try:
-        os.fsync(dir_fd)  # the rename itself survives a crash
-    finally:
-        os.close(dir_fd)
+        if param.name == "budgets":
+            parse_budgets(value)
+        else:
+            parse_grid(value)
+    except ValidationError as exc:
+        raise click.BadParameter(exc.problem, ctx=ctx, param=param) from None
+    return value
 
 
 @cli.command("tune")
 @click.argument("data", type=click.Path(path_type=Path, dir_okay=False, exists=True), required=False)
-@click.option("--budgets", type=TEXT, default="500,1000,2000", show_default=True, help="Context budgets, comma-separated.")
+@click.option("--budgets", type=TEXT, default="500,1000,2000", show_default=True, callback=_tune_value_given,
+              help="Context budgets, comma-separated.")
 @click.option("--config", "base_config", type=ConfigFilePath(),
               default=None, help="Base TOML config of every candidate [default: the global --config].")
-@click.option("--grid", "grid_specs", type=TEXT, multiple=True, metavar="KEY=V1,V2",
+@click.option("--grid", "grid_specs", type=TEXT, multiple=True, metavar="KEY=V1,V2", callback=_tune_value_given,
               help="Values to try for a setting (dotted for nested ones: layer_shares.tail=0.05,0.2); "
               "repeat: every combination runs.")
 @click.option("--conversation", "conversations", type=TEXT, multiple=True, help="Only this conversation id (repeat).")
@@ -2078,7 +2255,8 @@ def tune_command(state: CliState, data: Path | None, budgets: str, base_config: 
                           min_recall=min_recall,
                           max_cost_ratio=max_cost_ratio, progress=progress)
     if json_out is not None:
-        json_out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        with _said_as_output(str(json_out)):
+            json_out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     _keep_last_tune(state.config().last_tune_path, result)
     if write_config is not None:
         text, left_out = best_toml(result, base, with_secrets=with_secrets)

@@ -485,6 +485,29 @@ class StorageReadOnly(TiermemError, PermissionError):
         super().__init__(f"database {path} is read-only here and {detail}; open it where it can be written")
 
 
+# what an OutputUnwritable names for standard output (`tiermem history --json > /dev/full`)
+STANDARD_OUTPUT = "standard output"
+
+
+class OutputUnwritable(TiermemError, OSError):
+    """A command's output could not be written: standard output (`target`
+    STANDARD_OUTPUT) or the file it was told to write (`export -o`, `config --export`).
+    Its own class, not the OSError it comes from, so that a full disk or a refused
+    permission there is said as the output's, never as the database's (tiers.files
+    `storage_problem` does not read it as the store's). `errno` and `strerror` are the
+    cause's."""
+
+    def __init__(self, target: str, cause: OSError) -> None:
+        self.target = target
+        why = cause.strerror or str(cause) or type(cause).__name__
+        super().__init__(f"{target}: {why}" if target == STANDARD_OUTPUT else f"cannot write {target}: {why}")
+        self.errno, self.strerror = cause.errno, cause.strerror
+        self.message = str(self.args[0])
+
+    def __str__(self) -> str:  # OSError's would be "[Errno N] strerror", the target left out
+        return self.message
+
+
 class StoreUnavailable(TiermemError, ConnectionError):
     """The cold store's database server could not be reached, or the store is closed; or
     (`connection_lost`) the connection an operation ran on was lost in the middle of it:

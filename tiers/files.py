@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tiermem.tiers.errors import (
+    OutputUnwritable,
+    RedisStartError,
     SchemaTooNew,
     StorageReadOnly,
     StoreStalled,
@@ -205,6 +207,8 @@ def storage_problem(exc: BaseException, *, several_transactions: bool = False,
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
+        if isinstance(e, OutputUnwritable | RedisStartError):  # a command's output, the hot tier: not the store's
+            return None
         code = getattr(e, "sqlite_errorcode", None)
         primary = code & 0xFF if isinstance(code, int) else None
         text = str(e).lower()

@@ -1,0 +1,66 @@
+"""Command-line values the README calls usage errors are exit 2, before any work, and
+an error names the CLI's option, not the library's keyword.
+
+Before: `tune --budgets abc|0` and `--grid foo` were exit 1 after "tuning on the bundled
+demo ..."; `serve --no-auth --host 0.0.0.0` was exit 1; `append --role tool` was offered
+but always refused (exit 1: tool_call_id required) for want of a way to give the id;
+`context -b 1` advised "pass truncate_latest=True"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_helpers import tm
+from click.testing import CliRunner
+
+from tiermem import Config, Memory
+from tiermem.cli import cli
+from tiermem.tiers.embed_onnx import FastEmbedder
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+
+# (the arguments after --data-dir, what the usage error names)
+USAGE_CASES = [
+    (["tune", "--budgets", "abc"], "'abc' is not a comma-separated list of integers"),  # exit 1 after the run began
+    (["tune", "--budgets", "0"], "give at least one positive number of tokens"),  # likewise
+    (["tune", "--grid", "foo"], "'foo' is not KEY=V1,V2,..."),  # likewise
+    (["serve", "--no-auth", "--host", "0.0.0.0"], "--host '0.0.0.0' is not one"),  # exit 1
+    (["append", "c1", "--role", "tool", "--content", "r"], "--role tool needs --tool-call-id"),  # exit 1 always
+    (["append", "c1", "--role", "user", "--content", "r", "--tool-call-id", "call_1"],
+     "--tool-call-id goes with --role tool"),  # an id a user message cannot carry
+]
+
+
+@pytest.mark.parametrize(("args", "said"), USAGE_CASES, ids=[" ".join(a[:3]) for a, _ in USAGE_CASES])
+def test_usage_error_before_any_work(tmp_path: Path, args: list[str], said: str) -> None:
+    data = tmp_path / "data"
+    r = CliRunner().invoke(cli, ["--data-dir", str(data), *args])
+    assert r.exit_code == 2, (r.exit_code, r.output)
+    assert said in r.output, r.output
+    assert "tuning on the bundled demo" not in r.output  # refused before the run began
+    assert not data.exists()  # nothing was opened or created
+
+
+def test_append_tool_result(tmp_path: Path) -> None:
+    """`--role tool --tool-call-id ID` stores a tool result answering that call."""
+    data = tmp_path / "data"
+    r = CliRunner().invoke(cli, ["--data-dir", str(data), "append", "c1", "--role", "tool", "--content", "42",
+                                 "--tool-call-id", "call_7"])
+    assert r.exit_code == 0, r.output
+    with Memory(Config(data_dir=data), hot=False, background_indexing=False) as mem:
+        stored = mem.history("c1")
+    assert [(m.role, m.body["content"], m.body["tool_call_id"]) for m in stored] == [("tool", "42", "call_7")]
+
+
+def test_context_budget_names_the_option(tmp_path: Path, embedder: FastEmbedder) -> None:
+    with Memory(Config(data_dir=tmp_path / "data"), hot=False, background_indexing=False) as mem:
+        mem.append("c1", {"role": "user", "content": "which flights did I rule out?"})
+    try:
+        r = tm(tmp_path, embedder, "", "context", "c1", "-b", "1")
+    finally:
+        tm(tmp_path, embedder, "", "stop-redis")
+    assert r.exit_code == 1, r.output
+    assert "raise the budget or pass --truncate-latest" in r.output, r.output
+    assert "truncate_latest=True" not in r.output
