@@ -28,7 +28,13 @@ Invariants:
   the openai SDK's objects in it, at any depth, as their `model_dump`, and what JSON
   cannot carry refused by where (`messages[1].tool_calls[1].function.when`).
 - The service's answers become the library's exceptions (tiers.errors): 422
-  `ValidationError` naming the field as the service named it (`messages[2].content`);
+  `ValidationError` naming the field as the service named it (`messages[2].content`),
+  as the subclass the library raises where the service names it (`type`
+  `idempotency_key_reused`, `budget_too_small`: `IdempotencyKeyReused`, `BudgetTooSmall`
+  with its `part` and `needed`); the service's 413 for a body over its `max_body_bytes`
+  (`tiers.errors.body_limit_detail`) `RequestTooLarge` (a `LimitExceeded` naming `body`,
+  the bytes sent and the limit), as the library refuses an over-limit message (a proxy's
+  413 stays `ServiceError`);
   the service's own 404 for a conversation (`tiers.errors.not_found_detail`)
   `ConversationNotFound`, as `Memory` raises it (the same for a conversation outside the
   token's prefix), and any other 404 (a path the service does not serve: an older
@@ -78,6 +84,9 @@ Invariants:
   request is raised as the library raises it (`IdempotencyKeyReused`).
 - `namespace`: the client's, or a call's own; neither: the token's own prefix (no
   `X-Tiermem-Namespace` header), as the service defines it.
+- `token` is held to the service's rule for its tokens (`tiermem.config.HEADER_TOKEN`:
+  visible ASCII, no token past it authenticates) when the client is made, refused without
+  quoting it (httpx's own refusal quoted the header, secret and all).
 - Importing this module loads neither the service (FastAPI) nor an embedding runtime.
 """
 
@@ -97,7 +106,13 @@ from urllib.parse import quote
 import httpx
 
 from tiermem.adapters.anthropic import THINKING_SCOPES, AnthropicRequest, sdk_plain, sdk_plain_deep
-from tiermem.config import MAX_CONTENT_BYTES_LIMIT, MAX_ID_CHARS_LIMIT, MAX_METADATA_BYTES_LIMIT
+from tiermem.config import (
+    HEADER_TOKEN,
+    HEADER_TOKEN_RULE,
+    MAX_CONTENT_BYTES_LIMIT,
+    MAX_ID_CHARS_LIMIT,
+    MAX_METADATA_BYTES_LIMIT,
+)
 from tiermem.memory import (
     DEFAULT_BUDGET_TOKENS,
     DEFAULT_CONVERSATIONS_PAGE,
@@ -115,14 +130,17 @@ from tiermem.memory import (
 from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint, Context, Plan
 from tiermem.tiers.errors import (
     WRITTEN_FIELD,
+    BudgetTooSmall,
     ConversationNotFound,
     IdempotencyKeyReused,
     LimitExceeded,
     PositionMismatch,
+    RequestTooLarge,
     ServiceAuthError,
     ServiceError,
     ServiceUnavailable,
     ValidationError,
+    body_limit_of,
     field_error,
     not_found_detail,
 )
@@ -440,6 +458,15 @@ def _none(_body: Any) -> None:
     return None
 
 
+def _token_hint(token: str) -> str:
+    """What a refused token's likely mistake is, told without quoting it."""
+    if token.lower().startswith("bearer "):
+        return " (it starts with 'Bearer ': give the token alone, the client adds the scheme)"
+    if HEADER_TOKEN.fullmatch(token.strip()):
+        return " (it has whitespace at an end, such as the newline a file read leaves: strip it)"
+    return ""
+
+
 class _Calls:
     """Every request the clients send, built from Memory-shaped arguments: checks them,
     then says what to send and how to read the answer."""
@@ -449,6 +476,11 @@ class _Calls:
             raise ValidationError("base_url", f"must be an http:// or https:// URL, got {base_url!r}")
         if token is not None and (not isinstance(token, str) or not token.strip()):
             raise ValidationError("token", "must be a non-empty string (None: no Authorization header)")
+        if token is not None and not HEADER_TOKEN.fullmatch(token):
+            # the service's rule for its tokens (no token past it authenticates); never
+            # quoted: an error travels into logs and tracebacks
+            raise ValidationError("token", f"is refused (not shown: a secret); a token may hold {HEADER_TOKEN_RULE}"
+                                  f"{_token_hint(token)}; nothing was sent")
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.namespace = self._checked_ns(namespace)
@@ -702,6 +734,7 @@ def _excerpt(value: Any) -> str:
 # a header the service names in a 422, as the client's argument that sets it is named
 _HEADER_ARGUMENTS = {IDEMPOTENCY_HEADER: "idempotency_key"}
 _REUSED_TYPE = "idempotency_key_reused"  # the service's `type` for IdempotencyKeyReused (its class, snake case)
+_BUDGET_TYPE = "budget_too_small"  # ... and for BudgetTooSmall
 
 
 def _field_name(loc: Sequence[Any]) -> str:
@@ -727,6 +760,8 @@ def _refused(call: _Call[Any], response: httpx.Response) -> Exception:
                 return ValidationError(field, f"{msg} (and {len(detail) - 1} more problem(s))")
             if first.get("type") == _REUSED_TYPE:  # raised as the library raises it, with its positions
                 return IdempotencyKeyReused.from_problem(msg) or ValidationError(field, msg)
+            if first.get("type") == _BUDGET_TYPE:  # ... with its part and the tokens needed
+                return BudgetTooSmall.from_problem(msg) or ValidationError(field, msg)
             # a limit keeps its numbers, as the library raises it
             return LimitExceeded.from_problem(field, msg) or ValidationError(field, msg)
         return ValidationError("body", _excerpt(detail))
@@ -735,11 +770,22 @@ def _refused(call: _Call[Any], response: httpx.Response) -> Exception:
         return ConversationNotFound(call.conversation_id, call.namespace)
     if status == httpx.codes.CONFLICT and (mismatch := _mismatch(call, response)) is not None:
         return mismatch
+    if status == httpx.codes.REQUEST_ENTITY_TOO_LARGE and (too_large := _too_large(response, detail)) is not None:
+        return too_large
     if status in (httpx.codes.UNAUTHORIZED, httpx.codes.FORBIDDEN):
         return ServiceAuthError(status, _excerpt(detail))
     if status == httpx.codes.SERVICE_UNAVAILABLE:
         return ServiceUnavailable(status, _excerpt(detail), _retry_after_s(response), _written(response))
     return ServiceError(status, _excerpt(detail))
+
+
+def _too_large(response: httpx.Response, detail: Any) -> RequestTooLarge | None:
+    """The service's 413 for a body over its `max_body_bytes` as a `LimitExceeded`, as the
+    library refuses an over-limit message (`RequestTooLarge`: `body`, the bytes sent, the
+    server's limit); None for a 413 of another kind (a proxy's), raised as `ServiceError`."""
+    limit = body_limit_of(detail)
+    sent = response.request.headers.get("content-length", "")
+    return RequestTooLarge("body", int(sent), limit, whole=True) if limit is not None and sent.isdigit() else None
 
 
 def _mismatch(call: _Call[Any], response: httpx.Response) -> PositionMismatch | None:

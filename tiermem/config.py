@@ -1141,6 +1141,17 @@ def check_llm_base_url(url: str) -> None:
 # mappings whose items are settings of their own: reported one leaf per line
 NESTED_FIELDS = frozenset({"slice_shares", "pricing"})
 SECRET_FIELDS = frozenset({"auth_tokens", "metrics_tokens"})  # bearer tokens: never printed
+# What a bearer token that can authenticate over the API holds (`tiermem serve`'s tokens,
+# tiermem.service.auth, and what `tiermem.client` sends): visible ASCII, 0x21 ('!') to 0x7E
+# ('~'). A header is read as Latin-1, so a token past ASCII never matched the UTF-8 configured
+# one; whitespace at either end is trimmed (HTTP's OWS), and whitespace inside or a control
+# character is no part of a credential (RFC 9110's token68) that parsers and proxies agree on;
+# httpx refuses to send one, quoting the header, token and all. Not RFC 6750's narrower
+# b64token: every client sends `:`, `@`, `"`, `%`..., and tokens holding them authenticated
+# before any check existed.
+HEADER_TOKEN = re.compile(r"[\x21-\x7e]+")
+HEADER_TOKEN_RULE = ("only visible ASCII characters (0x21-0x7E, what an HTTP header carries): "
+                     "no spaces, tabs, control characters or characters past ASCII")
 SECRET_KEYED_FIELDS = frozenset({"auth_tokens"})  # mappings keyed by a bearer token
 TOKEN_PLACEHOLDER = "<token>"  # what an error's location says in place of such a key
 URL_FIELDS = frozenset({"redis_url", "cold_url", "llm_base_url"})  # may carry a password

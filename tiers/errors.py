@@ -378,7 +378,8 @@ class BudgetTooSmall(ValidationError):
         if system and system + priming > budget:
             self.part = self.PART_SYSTEM
             problem = (f"{budget} tokens cannot hold the system prompt ({system} tokens, {system + priming} "
-                       "with the reply priming) before any message; shorten the system prompt or raise the budget")
+                       f"with the reply priming; {needed} tokens in all) before any message; shorten the system "
+                       "prompt or raise the budget")
         elif latest is None:  # no latest user message: the fixed part is the system prompt and priming
             self.part = self.PART_SYSTEM if system else self.PART_PRIMING
             problem = (f"{budget} tokens cannot hold the fixed part of a context ({needed} tokens: the system "
@@ -392,6 +393,41 @@ class BudgetTooSmall(ValidationError):
             problem = (f"{budget} tokens cannot hold the latest user message ({latest} tokens{beside}: {needed} "
                        "tokens in all); raise the budget or pass truncate_latest=True")
         super().__init__("budget", problem)
+
+    @classmethod
+    def from_problem(cls, problem: str) -> BudgetTooSmall | None:
+        """The BudgetTooSmall whose message `problem` is (a service's 422 carries only the
+        field and the message), with its `part`, `needed`, `budget` and the parts' tokens
+        the message states; None for any other problem. The system prompt's message does
+        not state the latest message's tokens: `latest_tokens` is None there."""
+        for pattern, truncated in _BUDGET_PROBLEMS:
+            m = pattern.fullmatch(problem)
+            if m is None:
+                continue
+            got = {k: int(v) for k, v in m.groupdict().items() if v is not None}
+            if "with_priming" in got:  # the system prompt's message states it with the priming
+                got["priming"] = got.pop("with_priming") - got["system"]
+            if "priming_only" in got:  # no system prompt: the priming alone beside the latest message
+                got["priming"] = got.pop("priming_only")
+            exc = cls(got.pop("budget"), got.pop("needed"), truncated=truncated, **got)
+            # only a message this class writes: read back, it must be the same message
+            return exc if exc.problem == problem else None
+        return None
+
+
+# BudgetTooSmall's messages, read back (from_problem): the formats above, one place each
+_BUDGET_BESIDE = (r"(?: beside the system prompt \((?P<system>\d+) tokens\) and the reply priming \((?P<priming>\d+)\)"
+                  r"| with the reply priming \((?P<priming_only>\d+)\))?")
+_BUDGET_PROBLEMS: tuple[tuple[re.Pattern[str], bool], ...] = (
+    (re.compile(r"(?P<budget>\d+) tokens cannot hold the system prompt \((?P<system>\d+) tokens, (?P<with_priming>\d+) "
+                r"with the reply priming; (?P<needed>\d+) tokens in all\) before any message; .*"), False),
+    (re.compile(r"(?P<budget>\d+) tokens cannot hold the fixed part of a context \((?P<needed>\d+) tokens: the system "
+                r"prompt's (?P<system>\d+) and the reply priming's (?P<priming>\d+)\); .*"), False),
+    (re.compile(r"(?P<budget>\d+) tokens cannot hold even a truncated latest user message \(at least (?P<latest>\d+) "
+                rf"tokens{_BUDGET_BESIDE}: (?P<needed>\d+) tokens in all\); .*"), True),
+    (re.compile(r"(?P<budget>\d+) tokens cannot hold the latest user message \((?P<latest>\d+) "
+                rf"tokens{_BUDGET_BESIDE}: (?P<needed>\d+) tokens in all\); .*"), False),
+)
 
 
 class SummarizerError(TiermemError, RuntimeError):
@@ -683,32 +719,57 @@ class EditTooLong(LimitExceeded):
 
 
 class RequestTooLarge(LimitExceeded):
-    """A message that alone takes more bytes as an append's request (as this process
-    sends it) than a server's `max_body_bytes`, found before anything of the append (its
-    chunks, for a long LangChain add or sync) is sent: the server would refuse it (413)
-    in any batch. `field` names the message (`messages[3]`: its index among the caller's
-    messages), `value` its request's bytes, `limit` the server's `max_body_bytes`."""
+    """A request over a server's `max_body_bytes`; nothing was written. Either a message
+    that alone takes more bytes as an append's request (as this process sends it), found
+    before anything of the append (its chunks, for a long LangChain add, Agents
+    `add_items` or LangGraph sync) is sent: the server would refuse it (413) in any
+    batch; `field` names the message (`messages[3]`: its index among the caller's
+    messages). Or (`whole`) the server's own 413 for a request as a `tiermem.client`
+    reads it (`body_limit_detail`): `field` is `body`. `value`: the request's bytes;
+    `limit`: the server's `max_body_bytes`. A `LimitExceeded`, as the library's refusal
+    of an over-limit message in this process is."""
 
-    def __init__(self, field: str, size: int, limit: int) -> None:
+    def __init__(self, field: str, size: int, limit: int, *, whole: bool = False) -> None:
         super().__init__(field, size, limit, "bytes")
-        self.problem = (f"the message alone takes {size} bytes as an append's request, over the server's "
+        self.problem = (f"the request takes {size} bytes, over the server's max_body_bytes of {limit} bytes; "
+                        "nothing was written: send fewer or smaller messages in one call, or raise the "
+                        "server's max_body_bytes" if whole else
+                        f"the message alone takes {size} bytes as an append's request, over the server's "
                         f"max_body_bytes of {limit} bytes; nothing was written: store it smaller (its content, "
                         "metadata or artifact), or raise the server's max_body_bytes")
         self.args = (f"{self.field}: {self.problem}",)
 
 
+def body_limit_detail(limit: int) -> str:
+    """The `detail` of the service's 413 for a request body over its `max_body_bytes`
+    (`tiermem.service.guard` answers it; tests/test_client_body_too_large.py holds the
+    two equal): one format, so that a client reads the limit from it (`body_limit_of`)
+    and tells it from a proxy's 413."""
+    return f"request body over the limit of {limit} bytes"
+
+
+_BODY_LIMIT_DETAIL = re.compile(r"request body over the limit of (?P<limit>\d+) bytes")
+
+
+def body_limit_of(detail: object) -> int | None:
+    """The limit a `body_limit_detail` states; None for any other detail."""
+    m = _BODY_LIMIT_DETAIL.fullmatch(detail) if isinstance(detail, str) else None
+    return int(m["limit"]) if m else None
+
+
 class HistoryErased(TiermemError, RuntimeError):
     """A conversation erased (or pruned) while a LangChain chat history's `add_messages`
-    wrote its messages in chunks (too many for one append): it stopped there rather than
-    write the rest after nothing (a conversation begun again holding only their tail).
-    `written`: how many of the messages its chunks before had written (they went with the
-    erasure); `position`: where the next chunk was to go on."""
+    or an Agents session's `add_items` (`call`, named in the message) wrote its messages
+    in chunks (too many for one append): it stopped there rather than write the rest
+    after nothing (a conversation begun again holding only their tail). `written`: how
+    many of the messages its chunks before had written (they went with the erasure);
+    `position`: where the next chunk was to go on."""
 
-    def __init__(self, conversation_id: str, position: int, written: int) -> None:
+    def __init__(self, conversation_id: str, position: int, written: int, *, call: str = "add_messages") -> None:
         self.conversation_id = conversation_id
         self.position = position
         self.written = written
-        super().__init__(f"conversation {conversation_id!r} was erased while add_messages wrote it in chunks (the "
+        super().__init__(f"conversation {conversation_id!r} was erased while {call} wrote it in chunks (the "
                          f"next chunk was to go on at position {position}; the {written} message(s) written before "
                          "it went with the erasure); nothing more was written: add the messages again to store "
                          "them whole")

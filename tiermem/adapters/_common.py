@@ -29,12 +29,19 @@ total order (see `retract_latest`).
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, Union
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Union
 
-from tiermem.tiers.errors import ConversationNotFound, RequestTooLarge, ValidationError
+from tiermem.tiers.errors import (
+    ConversationNotFound,
+    HistoryErased,
+    PositionMismatch,
+    RequestTooLarge,
+    ValidationError,
+)
 from tiermem.tiers.formats import (
     CLEAR_TYPE,
     RETRACT_TYPE,
@@ -228,6 +235,53 @@ def _within_every_server(bodies: Sequence[dict[str, Any]]) -> bool:
         if size > MIN_BODY_BYTES:
             return False
     return True
+
+
+_T = TypeVar("_T")
+
+
+class Mend(Protocol):
+    """How an adapter writes one batch: `write(bodies)`, or with bodies it mends and writes
+    again on a refusal it knows how to mend (LangChain's artifacts: `langchain._mended`)."""
+
+    def __call__(self, bodies: list[dict[str, Any]], write: Callable[[list[dict[str, Any]]], _T]) -> _T: ...
+
+
+def as_is(bodies: list[dict[str, Any]], write: Callable[[list[dict[str, Any]]], _T]) -> _T:
+    """`write(bodies)`, nothing mended (the `Mend` of an adapter whose items are stored as given)."""
+    return write(bodies)
+
+
+def append_chunked(mem: MemoryLike, conversation_id: str, chunks: list[list[dict[str, Any]]], *,
+                   mend: Mend = as_is, call: str = "add_messages") -> list[int]:
+    """Append `chunks` (`append_chunks`'s) in order, each an ordinary append readers may
+    see; returns their positions. Each chunk after the first is conditional on the
+    incarnation the first went to and the position the previous one left
+    (`conditional_appends`): another writer's append between two chunks refuses the next
+    (nothing of it written), which is sent again after that append (each body once, in
+    order; the other writer's rows between two chunks, as between two calls); an erasure
+    between two chunks stops it (`HistoryErased`, naming `call`, the adapter's method)
+    rather than begin the conversation again with only their tail. A store that takes no
+    condition (an older server) gets the chunks as they are."""
+    if not conditional_appends(mem):
+        return [p for chunk in chunks for p in mend(chunk, functools.partial(mem.append_many, conversation_id))]
+    first = mend(chunks[0], functools.partial(mem.append_outcome, conversation_id))
+    positions = list(first.positions)
+    for chunk in chunks[1:]:
+        at = positions[-1] + 1
+        while True:
+            try:
+                # no bound on these rounds: each is another writer's append landing, never this one's
+                got = mend(chunk, functools.partial(mem.append_outcome, conversation_id, expect_position=at,
+                                                    expect_incarnation=first.incarnation))
+            except PositionMismatch as exc:
+                if exc.found is None:
+                    raise HistoryErased(conversation_id, at, len(positions), call=call) from None
+                at = exc.found
+                continue
+            positions += got.positions
+            break
+    return positions
 
 
 def conditional_appends(mem: MemoryLike) -> bool:

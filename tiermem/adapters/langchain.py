@@ -63,7 +63,6 @@ items read back as one `AIMessage`; two chat messages with calls stay two (two r
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -77,6 +76,7 @@ from tiermem.adapters._common import (
     LANGCHAIN_ID_KEY,
     LANGCHAIN_INVALID_CALLS_KEY,
     MemoryLike,
+    append_chunked,
     append_chunks,
     check_memory,
     clear,
@@ -84,7 +84,7 @@ from tiermem.adapters._common import (
     metadata_limit,
     visible,
 )
-from tiermem.tiers.errors import HistoryErased, LimitExceeded, PositionMismatch, ValidationError
+from tiermem.tiers.errors import LimitExceeded, ValidationError
 from tiermem.tiers.formats import (
     CALL_ID_MAX_CHARS,
     CHAT_PART_TYPES,
@@ -229,33 +229,10 @@ def append_messages(memory: MemoryLike, conversation_id: str, messages: Sequence
 
 
 def _append_chunked(memory: MemoryLike, conversation_id: str, chunks: list[list[dict[str, Any]]]) -> list[int]:
-    """Append `chunks` in order, each an ordinary append readers may see; returns their
-    positions. Each chunk after the first is conditional on the incarnation the first
-    went to and the position the previous one left (`conditional_appends`): another
-    writer's append between two chunks refuses the next (nothing of it written), which is
-    sent again after that append (each message once, in order; the other writer's rows
-    between two chunks, as between two calls); an erasure between two chunks stops it
-    (`HistoryErased`) rather than begin the conversation again with only their tail. A
-    store that takes no condition (an older server) gets the chunks as they are."""
-    if not conditional_appends(memory):
-        return [p for chunk in chunks for p in append_bodies(memory, conversation_id, chunk)]
-    first = _mended(chunks[0], lambda b: memory.append_outcome(conversation_id, b))
-    positions = list(first.positions)
-    for chunk in chunks[1:]:
-        at = positions[-1] + 1
-        while True:
-            try:
-                # no bound on these rounds: each is another writer's append landing, never this one's
-                got = _mended(chunk, functools.partial(memory.append_outcome, conversation_id, expect_position=at,
-                                                       expect_incarnation=first.incarnation))
-            except PositionMismatch as exc:
-                if exc.found is None:
-                    raise HistoryErased(conversation_id, at, len(positions)) from None
-                at = exc.found
-                continue
-            positions += got.positions
-            break
-    return positions
+    """Append `chunks` in order (`_common.append_chunked`: each chunk after the first
+    conditional on where the previous one left the log, `HistoryErased` on an erasure
+    between two), each mended as one batch is (`_mended`)."""
+    return append_chunked(memory, conversation_id, chunks, mend=_mended)
 
 
 def append_bodies(memory: MemoryLike, conversation_id: str, bodies: list[dict[str, Any]], *,

@@ -4,7 +4,15 @@
     result = await Runner.run(agent, "Where did we land on the airline?", session=session,
                               run_config=RunConfig(call_model_input_filter=session.model_input_filter(budget=2000)))
 
-- `add_items` appends the SDK's items (Responses input items, stored losslessly).
+- `add_items` appends the SDK's items (Responses input items, stored losslessly), in one
+  batch (all or nothing) where one append takes them. More (past 10,000 items, or over a
+  `tiermem.client.Client` past its server's `max_body_bytes`: a turn of large tool
+  outputs) go as a LangChain `add_messages` does (`_common.append_chunks`,
+  `_common.append_chunked`): in consecutive chunks, in order, each item once, each chunk
+  an ordinary append readers may see and, after the first, written only where the
+  previous one left the conversation (another writer's append between two goes between
+  them; an erasure between two stops the add, `HistoryErased`); an item too large alone
+  for the server is refused before anything is sent (`RequestTooLarge`).
 - `get_items(limit)` returns the session's view (`tiermem.adapters._common.visible`: the
   whole log, folds included, less what pops and clears hide) as Responses items, the
   latest `limit` of them, or of `session_settings.limit` when `limit` is None, as the
@@ -55,6 +63,8 @@ from typing import TYPE_CHECKING, Any
 from tiermem.adapters._common import (
     DEFAULT_BUDGET_TOKENS,
     MemoryLike,
+    append_chunked,
+    append_chunks,
     check_memory,
     clear,
     items_of,
@@ -63,11 +73,23 @@ from tiermem.adapters._common import (
     visible,
 )
 from tiermem.tiers.formats import to_responses, unique_item_call_ids
+from tiermem.tiers.models import sdk_dump
+from tiermem.tiers.plain_json import plain_deep
 from tiermem.tiers.zones import optional_timezone
 
 if TYPE_CHECKING:
     from agents.memory import SessionSettings
     from agents.run_config import CallModelData, ModelInputData
+
+
+def _plain(item: Any) -> Any:
+    """`item` as JSON data where it is (or holds) the SDK's pydantic objects, as the store
+    reads them (`parse_message`), so that its request bytes can be measured; an item
+    nested past the interpreter's limit as it is, for the store to refuse by name."""
+    try:
+        return plain_deep(sdk_dump(item), sdk_dump)
+    except RecursionError:
+        return item
 
 
 class TiermemSession:
@@ -101,7 +123,17 @@ class TiermemSession:
 
     async def add_items(self, items: list[Any]) -> None:
         if items:
-            await asyncio.to_thread(self.memory.append_many, self.session_id, list(items))
+            await asyncio.to_thread(self._add, list(items))
+
+    def _add(self, items: list[Any]) -> None:
+        # in one batch (all or nothing) where one append takes them; else in chunks, as a
+        # LangChain add_messages: a turn of large tool outputs passes a server's max_body_bytes
+        bodies = [_plain(item) for item in items]
+        chunks = append_chunks(self.memory, bodies)
+        if len(chunks) == 1:
+            self.memory.append_many(self.session_id, chunks[0])
+        else:
+            append_chunked(self.memory, self.session_id, chunks, call="add_items")
 
     async def pop_item(self) -> Any | None:
         return await asyncio.to_thread(retract_latest, self.memory, self.session_id)

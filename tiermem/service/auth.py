@@ -22,7 +22,6 @@ import hashlib
 import hmac
 import json
 import logging
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated
@@ -31,7 +30,8 @@ from fastapi import Depends, Header, HTTPException, Request
 from fastapi.params import Depends as DependsParam
 from fastapi.security import HTTPBearer
 
-from tiermem.config import DEFAULT_MAX_ID_CHARS, MAX_ID_CHARS_LIMIT
+# what a token holds (visible ASCII): the one rule `tiermem.client` refuses its token by too
+from tiermem.config import DEFAULT_MAX_ID_CHARS, HEADER_TOKEN, HEADER_TOKEN_RULE, MAX_ID_CHARS_LIMIT
 from tiermem.errors import ConversationNotFound, ValidationError
 from tiermem.errors import ServiceConfigError as ServiceConfigError  # defined in tiers.errors; found here too
 from tiermem.service.runtime import runtime_of
@@ -42,15 +42,6 @@ log = logging.getLogger("tiermem.service")
 
 NAMESPACE_HEADER = "X-Tiermem-Namespace"
 MIN_TOKEN_CHARS = 16  # shorter tokens are accepted with a warning: they are guessable
-# What a token that can authenticate over the API holds: visible ASCII, 0x21 ('!') to 0x7E
-# ('~'). A header is read as Latin-1, so a token past ASCII never matched the UTF-8 configured
-# one; whitespace at either end is trimmed (HTTP's OWS, and `_given`), and whitespace inside
-# or a control character is no part of a credential (RFC 9110's token68) that parsers and
-# proxies agree on. Not RFC 6750's narrower b64token: every client sends `:`, `@`, `"`,
-# `%`..., and tokens holding them authenticated before any check existed.
-HEADER_TOKEN = re.compile(r"[\x21-\x7e]+")
-HEADER_TOKEN_RULE = ("only visible ASCII characters (0x21-0x7E, what an HTTP header carries): "
-                     "no spaces, tabs, control characters or characters past ASCII")
 
 _NS_DOC = (
     "the namespace this request acts in: ids joined by '/' (e.g. `acme/user-7`), which must be the "
