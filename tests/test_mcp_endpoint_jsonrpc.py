@@ -6,8 +6,8 @@ the message naming the header and the rule, the service's error JSON in `data`: 
 namespace route answers for the same header. And a body the guard refuses after parsing
 it (nested too deep for the route, a lone surrogate) carries the request's id back,
 JSON-RPC 2.0 allowing null only where the id could not be determined; it is invalid
-params (-32602), not a parse error: a parse error (-32700: not UTF-8, not JSON, past the
-parser) answers id null, as JSON-RPC 2.0 requires. Before (a review, 2026-12-06), a body
+params (-32602), not a parse error (bytes that are not UTF-8 in a string of JSON that
+parses around them too): a parse error (-32700: not JSON, past the parser) answers id null, as JSON-RPC 2.0 requires. Before (a review, 2026-12-06), a body
 that parsed was answered -32700 with its id, a parse error that knew its id.
 
 Before, the endpoint answered `{"detail": ...}` only, which the `mcp` client cannot read
@@ -178,8 +178,9 @@ GUARD_IDS: list[tuple[bytes, bytes, int, int, Any]] = [
     (b"", TOO_DEEP, 422, INVALID_PARAMS, None),
     # too deep for the parser itself: the id was never read, null
     (b"9", PAST_THE_PARSER, 422, PARSE_ERROR, None),
-    # invalid UTF-8 is found before parsing: null
-    (b"10", b'{"role":"user","content":"\xc3\x28"}', 422, PARSE_ERROR, None),
+    # invalid UTF-8 in a string of JSON that parses around it: its id back (was null, a
+    # parse error: the mcp client never matched the answer)
+    (b"10", b'{"role":"user","content":"\xc3\x28"}', 422, INVALID_PARAMS, 10),
 ]
 GUARD_ID_IDS = ["int id", "string id", "surrogate elsewhere", "surrogate in the id", "true", "fraction",
                 "notification", "past the parser", "invalid utf-8"]

@@ -73,11 +73,12 @@ REFUSED: list[tuple[list[tuple[str, str]], bytes, int, int, list[str], int | Non
     # a message nested past the limit (found in the parsed body): names where and the limit
     ([JSON], _append(b'{"role":"user","content":"x","metadata":' + _deep(MAX_JSON_DEPTH) + b"}"), 422,
      INVALID_PARAMS, ["metadata", str(MAX_JSON_DEPTH), str(MCP_DEPTH)], RPC_ID),
-    # invalid UTF-8 in a string: names the byte
-    ([JSON], _append(b'{"role":"user","content":"\xc3\x28"}'), 422, PARSE_ERROR, ["UTF-8", "byte"], None),
-    # NaN, which JSON has not
-    ([JSON], _append(b'{"role":"user","content":"x","metadata":{"score":NaN}}'), 422, PARSE_ERROR, ["NaN"],
-     None),
+    # invalid UTF-8 in a string: names the byte; the JSON around it gives the id
+    ([JSON], _append(b'{"role":"user","content":"\xc3\x28"}'), 422, INVALID_PARAMS, ["UTF-8", "byte"], RPC_ID),
+    # NaN, which JSON has not: named where it is, the id carried back (a value refused in a
+    # request that parsed, not a parse error)
+    ([JSON], _append(b'{"role":"user","content":"x","metadata":{"score":NaN}}'), 422, INVALID_PARAMS,
+     ["metadata.score", "NaN"], RPC_ID),
     # a lone UTF-16 surrogate in a key (found in the parsed body): names the key
     ([JSON], _append(b'{"role":"user","content":"x","metadata":{"k\\ud800":1}}'), 422, INVALID_PARAMS,
      ["metadata", "surrogate"], RPC_ID),

@@ -1,13 +1,14 @@
 """`tiermem mcp` refuses a line holding NaN, Infinity or an integer of more than
-`MAX_JSON_INT_DIGITS` digits as `/v1/mcp` refuses the same body: the same JSON-RPC parse
-error (-32700, `id` null, the message naming the rule), the line reaches no tool and
-nothing is written; the session goes on. A line that only quotes such a word in a string
-is served as ever.
+`MAX_JSON_INT_DIGITS` digits as `/v1/mcp` refuses the same body: the same JSON-RPC error,
+invalid params (-32602) carrying the request's id (the line parses; the refused number is
+named by its place and the limit), or an invalid request (-32600, id null) where the
+number is the id itself; the line reaches no tool and nothing is written; the session
+goes on. A line that only quotes such a word in a string is served as ever.
 
-Fails on the code before: the `mcp` package's parser (pydantic's) takes NaN, Infinity and
-integers of any length, and a line it parsed was passed on unchecked (the guard's strict
-numbers ran only on lines the package refused), so over stdio a tool ran on a NaN or a
-45-digit integer that the HTTP route refuses before any tool.
+Fails on the code before 6b22ac5: the `mcp` package's parser (pydantic's) takes NaN,
+Infinity and integers of any length, and a line it parsed was passed on unchecked. Before
+the one integer limit, the refusal was a parse error (-32700) with id null, naming only
+`body`: the mcp package's ClientSession matches answers by id and waited for ever.
 
 HTTP: a real uvicorn serving the real app in this process. Stdio: the real `tiermem mcp`
 in a child process. Lines and bodies written byte for byte (the `mcp` Python client does
@@ -35,7 +36,8 @@ pytestmark = pytest.mark.usefixtures("clean_env")
 
 NS = "acme"
 CONV = "nums"
-PARSE_ERROR = -32700
+INVALID_PARAMS = -32602  # a parsed request with a value refused in it: its id carried back
+INVALID_REQUEST = -32600  # a request whose id itself is refused: no id to carry, null
 REFUSED_STATUS = 422  # the guard's status for a body it refuses
 HTTP_HEADERS = [("Authorization", f"Bearer {TOKEN_ACME}"), ("Accept", "application/json, text/event-stream"),
                 ("Content-Type", "application/json")]
@@ -53,22 +55,29 @@ def append(rid: bytes, metadata: bytes) -> bytes:
                 + b'","message":{"role":"user","content":"hi","metadata":' + metadata + b"}}")
 
 
-# each case: the line, and what the refusal's message names
-REFUSED: list[tuple[str, bytes, str]] = [
+# each case: the line, what the refusal's message names (the number's place, the rule),
+# the JSON-RPC code and the id the answer carries
+TOO_LONG = f"is an integer of {MAX_JSON_INT_DIGITS + 1:,} digits, more than the limit of {MAX_JSON_INT_DIGITS:,}"
+REFUSED: list[tuple[str, bytes, str, int, int | None]] = [
     # NaN in a message's metadata: the tool ran on it over stdio
-    ("nan-metadata", append(b"10", b'{"score":NaN}'), "NaN is not valid JSON"),
+    ("nan-metadata", append(b"10", b'{"score":NaN}'), "message.metadata.score: NaN is not valid JSON",
+     INVALID_PARAMS, 10),
     # Infinity as a tool's integer argument
-    ("infinity-argument", call(b"11", "search", b'{"query":"hi","k":Infinity}'), "Infinity is not valid JSON"),
+    ("infinity-argument", call(b"11", "search", b'{"query":"hi","k":Infinity}'),
+     "arguments.k: Infinity is not valid JSON", INVALID_PARAMS, 11),
     # -Infinity nested in a list
-    ("minus-infinity-nested", append(b"12", b'{"xs":[1,-Infinity]}'), "-Infinity is not valid JSON"),
+    ("minus-infinity-nested", append(b"12", b'{"xs":[1,-Infinity]}'), "metadata.xs.1: -Infinity is not valid JSON",
+     INVALID_PARAMS, 12),
     # an integer one digit past the limit in the metadata: stored over stdio, refused over HTTP
-    ("long-integer-metadata", append(b"13", b'{"n":' + TOO_MANY_DIGITS + b"}"),
-     f"more than {MAX_JSON_INT_DIGITS}"),
-    # ... negative
-    ("long-negative-integer", append(b"14", b'{"n":-' + TOO_MANY_DIGITS + b"}"), f"more than {MAX_JSON_INT_DIGITS}"),
-    # ... as the request's id, which the package took as an integer id
+    ("long-integer-metadata", append(b"13", b'{"n":' + TOO_MANY_DIGITS + b"}"), "metadata.n: " + TOO_LONG,
+     INVALID_PARAMS, 13),
+    # ... negative (the sign is no digit)
+    ("long-negative-integer", append(b"14", b'{"n":-' + TOO_MANY_DIGITS + b"}"), "metadata.n: " + TOO_LONG,
+     INVALID_PARAMS, 14),
+    # ... as the request's id, which the package took as an integer id: none to carry back
     ("long-integer-id", call(TOO_MANY_DIGITS, "history", b'{"conversation_id":"' + CONV.encode() + b'"}'),
-     f"more than {MAX_JSON_INT_DIGITS}"),
+     "body.id: " + TOO_LONG,
+     INVALID_REQUEST, None),
 ]
 
 
@@ -97,15 +106,16 @@ def _rows(child: StdioChild) -> dict[str, list[str]]:
     return every_row(db)
 
 
-@pytest.mark.parametrize(("line", "named"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED])
-def test_a_loose_number_is_refused_as_over_http(child: StdioChild, http_url: str, line: bytes, named: str) -> None:
+@pytest.mark.parametrize(("line", "named", "code", "rid"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED])
+def test_a_loose_number_is_refused_as_over_http(child: StdioChild, http_url: str, line: bytes, named: str, code: int,
+                                                rid: int | None) -> None:
     status, _headers, over_http = raw_request(http_url, "POST", MCP_PATH, HTTP_HEADERS, line)
-    assert status == REFUSED_STATUS and over_http["error"]["code"] == PARSE_ERROR, over_http
+    assert status == REFUSED_STATUS and over_http["error"]["code"] == code, over_http
     before = _rows(child)
-    answers = child.send(line, answered=False)
-    assert answers == [over_http]  # the same error, id null (the line did not parse strictly)
+    answers = child.send(line, answered=False)  # answered by the reader, before the ping
+    assert answers == [over_http]  # the same error over both transports
     (answer,) = answers
-    assert answer["id"] is None and named in answer["error"]["message"], answer
+    assert answer["id"] == rid and named in answer["error"]["message"], answer
     assert _rows(child) == before  # reached no tool
     # the session goes on
     ok = child.call(50, "history", {"conversation_id": CONV})

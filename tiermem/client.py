@@ -163,7 +163,7 @@ from tiermem.tiers.models import (
     validate_id,
     validate_namespace,
 )
-from tiermem.tiers.plain_json import unencodable
+from tiermem.tiers.plain_json import check_int_digits, unencodable
 from tiermem.tiers.zones import optional_timezone
 
 __all__ = ["AnthropicContext", "AsyncClient", "Client", "Limits"]
@@ -365,6 +365,7 @@ def _anthropic_wire(message: Any) -> bytes:
         except RecursionError:
             raise field_error(name, "is nested too deep to be sent (past the interpreter's recursion limit)") from None
     check_keys(out, "")
+    check_int_digits(out, "")  # the one integer limit, as the service's guard and the library hold it
     try:
         return _json_bytes(out)
     except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError

@@ -38,12 +38,12 @@ from tiermem.tiers.formats import (
     message_text,
     wire_body,
 )
-from tiermem.tiers.plain_json import plain_deep, unencodable
+from tiermem.tiers.plain_json import MAX_JSON_INT_DIGITS, check_int_digits, plain_deep, unencodable
 
 # the canonical roles the turn index keeps (tiers.formats.canonical_role)
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
-__all__ = ["MAX_ENVELOPE_BYTES", "MAX_JSON_DEPTH", "MAX_STORED_JSON_DEPTH", "NAME_MAX_CHARS", "ROLES", "Message", "StoredMessage", "canonical_role", "loads_stored", "message_text", "parse_message", "search_text",
+__all__ = ["MAX_ENVELOPE_BYTES", "MAX_JSON_DEPTH", "MAX_JSON_INT_DIGITS", "MAX_STORED_JSON_DEPTH", "NAME_MAX_CHARS", "ROLES", "Message", "StoredMessage", "canonical_role", "loads_stored", "message_text", "parse_message", "search_text",
            "speaker_name"]
 
 # Ids become SQLite keys, Redis hash tags, URL path segments and file-free log lines: a
@@ -570,6 +570,9 @@ def parse_message(
         # a top-level key that is no string is check_body's ("field names must be strings")
         if isinstance(name, str) and (loc := non_string_key(value)) is not None:
             raise _model_error((name, *loc, PYDANTIC_KEY_LOC), NON_STRING_KEY_PROBLEM)
+    # an integer past the one limit, in the body or the metadata, named by its place: before
+    # json.dumps, which refused one only past the interpreter's own limit (4,300 digits)
+    check_int_digits({**body, **envelope}, "")
     check_body(body)  # names the field; Message() below would only say "value error"
     try:
         encoded = json.dumps(body, ensure_ascii=False, allow_nan=False)

@@ -26,6 +26,17 @@ from tiermem.tiers.errors import ValidationError, field_error, plain_field, show
 # JSON's own scalar types: no SDK object is one of them (exactly), so the walk skips them
 # without asking `plain` (most of a message is strings)
 _SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+# Digits of one integer in what a message stores (its body, a tool call's input, its
+# metadata), at most: the one limit of every way in (`check_int_digits` in the library, the
+# client and the adapters; the HTTP service's body guard and `tiermem mcp` on the JSON text,
+# tiermem.service.guard). Payloads carry big integers legitimately: a uint256 token amount
+# has 78 digits, a uint512 155. Bounded because Python parses and prints an int in time
+# quadratic in its digits: a body of max_body_bytes (2 MiB) made of 1,000-digit integers
+# parses in ~47 ms, of 40-digit ones ~33 ms, of 4,300-digit ones (Python's own default
+# limit, `sys.get_int_max_str_digits`, which a caller may change) ~144 ms.
+MAX_JSON_INT_DIGITS = 1_000
+# an int of more than MAX_JSON_INT_DIGITS digits is one at least this far from 0 (no str())
+_INT_DIGITS_BOUND = 10 ** MAX_JSON_INT_DIGITS
 
 
 def plain_deep(value: Any, plain: Callable[[Any], Any]) -> Any:
@@ -67,6 +78,79 @@ def json_problem(value: Any, verb: str) -> str | None:
     except (TypeError, ValueError) as exc:  # an object, NaN or an infinity, a lone surrogate, a huge int
         return f"cannot be {verb} as JSON ({exc})"
     return None
+
+
+def int_digits_problem(digits: int) -> str:
+    """The refusal of an integer of `digits` digits (more than MAX_JSON_INT_DIGITS)."""
+    return (f"is an integer of {digits:,} digits, more than the limit of {MAX_JSON_INT_DIGITS:,} "
+            "(MAX_JSON_INT_DIGITS)")
+
+
+def _holds_long_int(value: Any) -> bool:
+    """Whether an int of more than MAX_JSON_INT_DIGITS digits is anywhere in `value`: the
+    walk of every append, without places (a walk building them cost 2.5 times as much on
+    a 3,000-row hosted-tool item)."""
+    bound = _INT_DIGITS_BOUND
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        items = node.values() if isinstance(node, dict) else node if isinstance(node, list | tuple) else (node,)
+        for v in items:
+            t = type(v)
+            if t is str:
+                continue
+            if t is int:  # exactly int: a bool is no JSON integer
+                if not -bound < v < bound:
+                    return True
+            elif t is dict or t is list or isinstance(v, dict | list | tuple):
+                stack.append(v)
+    return False
+
+
+def long_int_place(value: Any) -> tuple[str | int, ...] | None:
+    """The place (keys and indexes) inside `value`, in document order, of its first int of
+    more than MAX_JSON_INT_DIGITS digits (a bool is no int here), () when `value` is one;
+    None when it holds none. Iterative: any depth; no int is turned into text."""
+    if not _holds_long_int(value):
+        return None
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        node, place = stack.pop()
+        if type(node) is int:  # exactly int: a bool is no JSON integer
+            if not -_INT_DIGITS_BOUND < node < _INT_DIGITS_BOUND:
+                return place
+        elif isinstance(node, dict):
+            stack.extend((v, (*place, k)) for k, v in reversed(node.items()) if type(v) is not str)
+        elif isinstance(node, list | tuple):
+            stack.extend((v, (*place, i)) for i, v in reversed(list(enumerate(node))) if type(v) is not str)
+    return None
+
+
+def int_digits(n: int) -> int:
+    """How many decimal digits the int `n` has (its sign not counted), without `str()`,
+    which refuses one past the interpreter's own digit limit."""
+    n = abs(n)
+    # bit_length * log10(2) is the digit count or one more
+    guess = max(1, int(n.bit_length() * 0.30102999566398120))
+    return guess + 1 if n >= 10 ** guess else guess
+
+
+def check_int_digits(value: Any, field: str) -> None:
+    """Refuse `value` (named `field`, a name of tiermem's; "" for a message itself) when an
+    int in it, at any depth, has more than MAX_JSON_INT_DIGITS digits: ValidationError
+    named by its place (`content[0].input.amount`: `place_error`) and the limit."""
+    place = long_int_place(value)
+    if place is None:
+        return
+    node = value
+    for part in place:
+        node = node[part]
+    err = place_error(place, int_digits_problem(int_digits(node)))
+    if not field:
+        raise err
+    if not place or not (isinstance(place[0], int) or plain_field(place[0])):
+        raise ValidationError(field, err.problem)  # the place, quoted, opens the problem
+    raise ValidationError(field + ("" if isinstance(place[0], int) else ".") + err.field, err.problem)
 
 
 def place_error(place: tuple[str | int, ...], problem: str) -> ValidationError:

@@ -50,6 +50,7 @@ from tiermem.tiers.formats import (
     to_responses_rows,
 )
 from tiermem.tiers.models import AppendOutcome, StoredMessage
+from tiermem.tiers.plain_json import check_int_digits
 
 if TYPE_CHECKING:
     from tiermem.client import Client
@@ -199,6 +200,10 @@ def append_chunks(mem: MemoryLike, bodies: Sequence[dict[str, Any]], *,
         sent_batch_bytes,
     )
 
+    for i, body in enumerate(bodies):
+        # an integer past the one limit, named as an append names it: sizing a batch encodes
+        # each body, and json.dumps raised a bare ValueError past Python's own digit limit
+        check_int_digits(body, fields[i] if fields is not None else f"messages[{i}]")
     if isinstance(mem, Client) and _within_every_server(bodies):
         return [list(bodies)] if bodies else []
     count = batch_limit(mem)

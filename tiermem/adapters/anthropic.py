@@ -158,7 +158,7 @@ from tiermem.tiers.formats import (
     to_chat,
 )
 from tiermem.tiers.models import check_int, check_keys
-from tiermem.tiers.plain_json import plain_deep
+from tiermem.tiers.plain_json import check_int_digits, plain_deep
 
 THINKING_KEY = "anthropic_thinking"
 EXTRA_KEY = "anthropic_extra"
@@ -220,7 +220,10 @@ def _json_bytes(value: Any, field: str) -> int:
     digit limit, nesting past the interpreter's recursion limit), or not as given (a dict
     key that is no string, which JSON writes as its text: `tiers.models.check_keys`, named
     down to the key; a tool_use's input becomes the arguments' JSON text here, which no
-    later check could read the key from)."""
+    later check could read the key from), or one holding an integer of more digits than
+    anything stored may have (`tiers.plain_json.check_int_digits`: the input becomes text
+    here, as over HTTP it is refused in the body)."""
+    check_int_digits(value, field)  # iterative: before json.dumps, which refused only past 4,300 digits
     try:
         size = len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode())
     except UnicodeEncodeError:

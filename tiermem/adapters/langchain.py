@@ -96,6 +96,7 @@ from tiermem.tiers.formats import (
     to_chat,
 )
 from tiermem.tiers.models import check_keys
+from tiermem.tiers.plain_json import check_int_digits
 
 # Responses items that are one tool call each (`to_chat` makes each an AI message of one call)
 RESPONSES_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
@@ -149,6 +150,8 @@ def to_openai(messages: Sequence[BaseMessage], *,
         # checks itself)
         for i, call in enumerate(getattr(m, "tool_calls", None) or ()):
             check_keys(call.get("args"), f"messages[{n}].tool_calls[{i}].args")
+            # and an integer past the one limit, which the args' JSON text would hide
+            check_int_digits(call.get("args"), f"messages[{n}].tool_calls[{i}].args")
         body = dict(convert_to_openai_messages(m))
         meta: dict[str, Any] = {}
         if m.id:

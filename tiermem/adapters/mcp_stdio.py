@@ -15,18 +15,23 @@ space: the package splits lines at one), so what the server answers
 is unchanged; any other is answered here and reaches no tool, so nothing is written: with
 the JSON-RPC error /v1/mcp answers the same body
 (`tiermem.service.guard.mcp_message_refusal`: a parse error with `id` null where it did
-not parse, invalid params with the request's id where it parsed but holds a lone
-surrogate or nests too deep, an invalid request with `id` null for a request whose id is
-no string and no integer, which the package took for a notification and left
-unanswered; a parse error for NaN, Infinity or an integer of more than 40 digits, which
-the package's parser takes: a line that may hold one, `loose_numbers`, is checked by the
-guard too), or, for JSON the guard takes that is no JSON-RPC message, an invalid
-request. A notification (no "id" key) is passed on and, as JSON-RPC says, not answered;
-so is a response the package parses. A response it does not parse (an object with
-"result" or "error" and no "method": its id no string and no integer, or none) is not
-answered either, as a server answers requests (an error sent back would be a response
-to a response), nor passed on: it is logged at WARNING with its size and id (or the
-id's JSON kind), never its content. A fault of tiermem's own check of a line (an exception from
+not parse; invalid params with the request's id where it parsed but holds a lone
+surrogate, nests too deep, or holds NaN, Infinity or an integer of more than
+`MAX_JSON_INT_DIGITS` (1,000) digits, which the package's parser takes (a line that may
+hold one, `loose_numbers`, is checked by the guard too), or bytes that are not UTF-8 in
+JSON that parses around them; an invalid request with `id` null for a request whose id is
+no string and no integer, or a refused number, which the package took for a
+notification and left unanswered), or, for JSON the guard takes that is no JSON-RPC
+message, an invalid request. Every request whose id can be read is answered with that id:
+the `mcp` package's ClientSession matches answers by id alone and, with no read timeout
+by default, waited for ever on a call answered with id null. A notification (no "id"
+key) is passed on and, as JSON-RPC says, not answered; so is a response the package
+parses. A response it does not parse (an object with "result" or "error" and no
+"method": its id no string and no integer, or none), and a response or a notification
+the guard refuses (`unanswered_refusal`: NaN in a result, say), is not answered either,
+as a server answers requests (an error sent back would be a response to a response, or
+an answer to no request), nor passed on: it is logged at WARNING with its size and id
+(or the id's JSON kind), never its content. A fault of tiermem's own check of a line (an exception from
 `line_refusal`, or from serializing the refusal it gave) is answered too, with an internal
 error (-32603, the request's id when the line gives one a response may carry, else null):
 that line reaches no tool and the session goes on (before, one such exception ended it,
@@ -94,6 +99,7 @@ class Unanswered(enum.Enum):
     tool (logged there)."""
 
     RESPONSE = "a response the package does not read"
+    NOTIFICATION = "a notification holding a value the guard refuses"
 
 
 def line_refusal(raw: bytes) -> dict[str, Any] | Unanswered | None:
@@ -123,7 +129,9 @@ def line_refusal(raw: bytes) -> dict[str, Any] | Unanswered | None:
 
     refusal = mcp_message_refusal(raw)
     if refusal is not None:
-        return refusal
+        # a response or a notification is never answered, however the guard refused it (NaN,
+        # a long integer in a result): an error sent back would be an answer to no request
+        return unanswered_refusal(raw) or refusal
     if message is not None:  # the guard found nothing to refuse: the package's reading stands
         return None
     doc = json.loads(raw)  # the guard parsed it: strict JSON
@@ -153,10 +161,45 @@ def loose_numbers(raw: bytes) -> bool:
     return b"NaN" in raw or b"Infinity" in raw or _too_long_digit_run() in raw.translate(DIGITS_AS_ZEROS)
 
 
-def unread_response(raw: bytes, doc: Any) -> bool:
-    """Whether `doc`, the parsed stdin line `raw` that the package does not parse, is shaped
-    as a response (an object with "result" or "error", no "method": its id of another
-    type, or none, or the two members at once), logging it if so. A server answers
+def _lenient_int(digits: str) -> int | None:
+    """An integer as `lenient_doc` reads it: None past the guard's limit (int() is quadratic
+    in the digits, and refuses past the interpreter's own limit)."""
+    from tiermem.service.guard import MAX_JSON_INT_DIGITS  # not at import, as in line_refusal
+
+    return None if len(digits) - digits.startswith("-") > MAX_JSON_INT_DIGITS else int(digits)
+
+
+def lenient_doc(raw: bytes) -> Any:
+    """The stdin line `raw` parsed with NaN, Infinity and long integers read as None (the
+    guard refused it for one), and bytes that are not UTF-8 as U+FFFD: only to tell its
+    shape, never passed on. None where it does not parse even so."""
+    try:
+        return json.loads(raw.decode("utf-8", "replace"), parse_constant=lambda _name: None, parse_int=_lenient_int)
+    except (ValueError, RecursionError):  # not JSON, too deep: a parse error, id null
+        return None
+
+
+def unanswered_refusal(raw: bytes) -> Unanswered | None:
+    """For the stdin line `raw` that the guard refused: `Unanswered.RESPONSE` where it is
+    shaped as a response (`unread_response`, logged), `Unanswered.NOTIFICATION` where it is
+    a notification (an object with a "method" and no "id", logged), else None (a request:
+    answered with the guard's refusal, which carries its id)."""
+    doc = lenient_doc(raw)
+    if unread_response(raw, doc, refused=True):
+        return Unanswered.RESPONSE
+    if isinstance(doc, dict) and "method" in doc and "id" not in doc:
+        log.warning("stdin line of %d bytes: a notification holding a value the guard refuses (NaN, Infinity, a "
+                    "long integer, a lone surrogate); not answered (JSON-RPC answers no notification) and not "
+                    "passed on", len(raw))
+        return Unanswered.NOTIFICATION
+    return None
+
+
+def unread_response(raw: bytes, doc: Any, *, refused: bool = False) -> bool:
+    """Whether `doc`, the parsed stdin line `raw` that the package does not parse (or, with
+    `refused`, that the guard refused), is shaped as a response (an object with "result"
+    or "error", no "method": its id of another type, or none, or the two members at once),
+    logging it if so. A server answers
     requests; an error sent back for a response would be a response to a response, which a
     client that answers what it cannot read would answer again."""
     if not isinstance(doc, dict) or "method" in doc or not ("result" in doc or "error" in doc):
@@ -170,9 +213,9 @@ def unread_response(raw: bytes, doc: Any) -> bool:
         said = f"id {shown(rid)}"
     else:
         said = "an id that is " + next((name for t, name in ID_KINDS if isinstance(rid, t)), type(rid).__name__)
-    log.warning("stdin line of %d bytes: a JSON-RPC response (\"result\" or \"error\", no \"method\") with %s that "
-                "the mcp package does not read; not answered (a server answers requests) and not passed on",
-                len(raw), said)
+    why = "holding a value the guard refuses" if refused else "that the mcp package does not read"
+    log.warning("stdin line of %d bytes: a JSON-RPC response (\"result\" or \"error\", no \"method\") with %s %s; "
+                "not answered (a server answers requests) and not passed on", len(raw), said, why)
     return True
 
 

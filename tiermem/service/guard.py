@@ -17,7 +17,9 @@ parses a body that names no type: it answered 422 "not a valid dictionary"); and
 strict UTF-8 JSON without NaN/Infinity, nested at most `MAX_JSON_DEPTH` levels plus those its route wraps a message in (`ENVELOPE_LEVELS`: a
 batch's `{"messages": [...]}` 2, an MCP tool call's JSON-RPC 3), so that a message nests
 `MAX_JSON_DEPTH` levels on every way in, as in the library, without lone surrogates or
-integers of more than `MAX_JSON_INT_DIGITS` digits (422 naming where and the limit). A
+integers of more than `MAX_JSON_INT_DIGITS` digits, the library's own limit on what a
+message stores (422 naming where, down to the number, and the limit: the parser leaves a
+refused number in its place, `_Refused`, and the walk of the parsed body names it). A
 refusal echoes caller input within `tiers.errors.MAX_SHOWN_CHARS`, the one bound: a
 Content-Type value and every key of a location that is no plain name are quoted and cut
 (`shown`, `shown_key`). The
@@ -25,12 +27,16 @@ app then reads the buffered body, never the wire again. Every refusal answers th
 service's error JSON, except that on the MCP endpoint (`MCP_PATHS`) a refusal of the body
 or its framing (400, 413, 415, 422: the same status and message) is a JSON-RPC error
 carrying that JSON in its `data` (`mcp_http.jsonrpc_refusal`), so an MCP client shows the
-reason. A body that did not parse (not UTF-8, not JSON, past the parser's depth) is a
-parse error (-32700) with `id` null, as JSON-RPC 2.0 requires: its id cannot be known. A
-body that parsed but holds a problem (too deep for the route within the parser's reach, a
-lone surrogate) is invalid params (-32602, as the mcp package answers a parsed message it
+reason. A body that did not parse (not JSON, past the parser's depth) is a parse error
+(-32700) with `id` null, as JSON-RPC 2.0 requires: its id cannot be known. A body that
+parsed but holds a problem (too deep for the route within the parser's reach, a lone
+surrogate, NaN, Infinity, a long integer; bytes that are not UTF-8 inside JSON that parses
+around them) is invalid params (-32602, as the mcp package answers a parsed message it
 refuses), carrying the request's id when it has a valid one (`mcp_http.request_id_of`),
-else null. A JSON-RPC request (an object with a "method") whose "id" is no string and no
+else null: an MCP client matches an answer to its call by id alone, and one with id null
+for a call whose id was there to read left the call waiting for ever (the mcp package's
+ClientSession has no read timeout by default). A refused number as the id itself is an
+invalid request (-32600), id null. A JSON-RPC request (an object with a "method") whose "id" is no string and no
 integer (a fraction, an object, an array, a boolean, null: `check_request_id`) is an
 invalid request (-32600) with `id` null, the rule named, and reaches no tool: the mcp
 package took it for a notification and answered nothing (202 over HTTP, no line over
@@ -65,13 +71,16 @@ from tiermem.service.auth import NAMESPACE_HEADER
 from tiermem.service.schemas import IDEMPOTENCY_HEADER, error_body
 from tiermem.tiers.errors import shown, shown_key
 from tiermem.tiers.models import MAX_JSON_DEPTH  # parse_message's limit too: one for every way in
+from tiermem.tiers.plain_json import MAX_JSON_INT_DIGITS, int_digits_problem
 
 if TYPE_CHECKING:
     from tiermem.service.runtime import Runtime
 
-# digits of one JSON integer: 2**64 has 20, so no field tiermem reads needs more; Python's
-# own limit (4,300) raises a ValueError that json.loads does not wrap
-MAX_JSON_INT_DIGITS = 40
+# Digits of one JSON integer anywhere in a body: the library's limit on what a message
+# stores (tiers.plain_json: a uint256 has 78 digits), so that a row stored in process can be
+# sent back over HTTP and MCP. Fields tiermem reads as numbers (k, budget, limits) have
+# their own small ranges in their models. Bounded before int() runs: Python parses an int in
+# time quadratic in its digits (and refuses past 4,300 with a ValueError json.loads does not wrap).
 # headers whose second copy would let two parsers disagree (the guard and FastAPI read
 # different copies): a request that repeats one is refused. Two idempotency keys would
 # make a retry's replay depend on which copy a proxy kept
@@ -130,15 +139,41 @@ def body_timeout_detail(timeout_s: float) -> str:
             "nothing was stored")
 
 
-def _reject_constant(name: str) -> Any:
-    raise _BodyProblem(["body"], f"{name} is not valid JSON", "json_invalid")
+_REFUSED_NUMBER = "json_invalid"  # the error type of a refused number (NaN, Infinity, a long integer)
 
 
-def _bounded_int(digits: str) -> int:
-    if len(digits.lstrip("-")) > MAX_JSON_INT_DIGITS:
-        raise _BodyProblem(["body"], f"a JSON integer has {len(digits.lstrip('-'))} digits, "
-                           f"more than {MAX_JSON_INT_DIGITS}", "json_invalid")
+class _Refused:
+    """A number the parser met that the guard refuses (NaN, Infinity, an integer past
+    MAX_JSON_INT_DIGITS), left in the parsed document in its place: the document still
+    parses, so its request id is read and `_check_document` names where the number is.
+    Raising from the parser's hook lost both: the refusal named only `body`, and over MCP
+    it was a parse error with id null, an answer no client could match to its call (the
+    mcp package's ClientSession waited for ever). Never leaves `check_json_body`."""
+
+    __slots__ = ("msg",)
+
+    def __init__(self, msg: str) -> None:
+        self.msg = msg
+
+
+def _refused_constant(name: str) -> _Refused:
+    return _Refused(f"{name} is not valid JSON")
+
+
+def _bounded_int(digits: str) -> int | _Refused:
+    count = len(digits) - digits.startswith("-")
+    if count > MAX_JSON_INT_DIGITS:  # int() not run: quadratic in the digits
+        return _Refused(int_digits_problem(count))
     return int(digits)
+
+
+def _parsed_or_none(text: str) -> tuple[Any] | None:
+    """`text` parsed as `check_json_body` parses it (refused numbers left as `_Refused`),
+    in a 1-tuple (the document may be null itself); None where it does not parse."""
+    try:
+        return (json.loads(text, parse_constant=_refused_constant, parse_int=_bounded_int),)
+    except (json.JSONDecodeError, RecursionError):
+        return None
 
 
 def depth_limit(path: str) -> int:
@@ -166,11 +201,16 @@ def check_json_body(raw: bytes, max_depth: int = MAX_JSON_DEPTH, *, jsonrpc: boo
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _BodyProblem(
-            ["body"], f"request body is not valid UTF-8 (byte {exc.start})", "unicode_error"
-        ) from None
+        problem = f"request body is not valid UTF-8 (byte {exc.start})"
+        # JSON but for bytes in a string (each read as U+FFFD here): its request id is read,
+        # so a JSON-RPC answer carries it back, as a client matches answers by id (the mcp
+        # package's ClientSession waited for ever on one with id null); else a parse error
+        readable = _parsed_or_none(raw.decode("utf-8", "replace"))
+        if readable is None:
+            raise _BodyProblem(["body"], problem, "unicode_error") from None
+        raise _BodyProblem(["body"], problem, "unicode_error", request_id_of(readable[0]), parsed=True) from None
     try:
-        doc = json.loads(text, parse_constant=_reject_constant, parse_int=_bounded_int)
+        doc = json.loads(text, parse_constant=_refused_constant, parse_int=_bounded_int)
     except json.JSONDecodeError as exc:
         raise _BodyProblem(["body", exc.pos], f"invalid JSON: {exc.msg}", "json_invalid") from None
     except RecursionError:
@@ -178,8 +218,13 @@ def check_json_body(raw: bytes, max_depth: int = MAX_JSON_DEPTH, *, jsonrpc: boo
     try:
         _check_document(doc, max_depth)
     except _BodyProblem as p:
-        # the body parsed, so its id was determined: a JSON-RPC answer carries it back
-        raise _BodyProblem(p.loc, p.msg, p.type, request_id_of(doc), parsed=True) from None
+        # the body parsed, so its id was determined: a JSON-RPC answer carries it back. A
+        # refused number as a request's id itself leaves none to carry: an invalid request
+        # with id null, as `check_request_id` answers an id of another type
+        bad_id = (jsonrpc and p.type == _REFUSED_NUMBER and p.loc == ["body", "id"] and isinstance(doc, dict)
+                  and "method" in doc)
+        raise _BodyProblem(p.loc, p.msg, p.type, request_id_of(doc), parsed=True,
+                           code=JSONRPC_INVALID_REQUEST if bad_id else None) from None
     if jsonrpc:
         check_request_id(doc)
 
@@ -217,6 +262,8 @@ def _check_document(doc: Any, max_depth: int) -> None:
             raise _BodyProblem(_shown_loc(loc[:max_depth + 1]), _too_deep(max_depth), "json_too_deep")
         if isinstance(node, str):
             _check_unicode(node, loc)
+        elif isinstance(node, _Refused):  # a number refused where it was parsed, named where it is
+            raise _BodyProblem(_shown_loc(loc), node.msg, _REFUSED_NUMBER)
         elif isinstance(node, dict):
             for k, v in node.items():
                 _check_unicode(k, [*loc, k])
