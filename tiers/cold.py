@@ -99,6 +99,7 @@ from tiermem.tiers.recount import Recount, check_tokenizer
 from tiermem.tiers.schema import (
     COPIED_DIGEST_PREFIX,
     DEFAULT_BUSY_TIMEOUT_MS,
+    FORK_PARENT_COLUMN,
     FTS_TOKENIZE,
     PENDING_BY_POSITION_INDEX,
     PIN_CANDIDATES_INDEX,
@@ -348,7 +349,10 @@ class ColdStore(SharedQueries):
         except DriverDatabaseError:  # busy: they stay owed; the next open or erasure deletes them
             log.warning("could not finish an interrupted erasure's rows now; the next open retries", exc_info=True)
             return
-        if not self._read("SELECT 1 FROM meta WHERE key = ?", (SCRUB_PENDING_KEY,)):
+        # rows deleted here are scrubbed as an erasure's are, marker or not: an unfinished
+        # fork's copy of a conversation erased meanwhile may be among them (one recorded
+        # without its parent, which its erasure reported not scrubbed and left here)
+        if not n and not self._read("SELECT 1 FROM meta WHERE key = ?", (SCRUB_PENDING_KEY,)):
             return
         try:
             self.reclaim()
@@ -1163,7 +1167,9 @@ class ColdStore(SharedQueries):
         (`erase_owed`, reason 'fork') and its process holds a file lock on it
         (`_fork_lock`): a process killed meanwhile leaves it to the next open or erasure,
         which deletes its rows (`finish_owed_erasures`); a fork that fails deletes them
-        itself. The parent erased meanwhile, or the name taken, fails the fork so."""
+        itself. The parent erased meanwhile, or the name taken, fails the fork so; the
+        record names the parent, so its erasure deletes the unfinished copy with the rest
+        of its text (`_erase_forks_of`), whatever the fork's process does meanwhile."""
         batch = FORK_BATCH_MESSAGES
         # the undecodable rows are found outside the lock (the messages are immutable):
         # the top batch, extended down until it holds a row that is copied, so the copy's
@@ -1196,8 +1202,9 @@ class ColdStore(SharedQueries):
                 self._step("fork:conversation")
                 if lo > 0:  # more batches to come: owed until published, locked while this process lives
                     lock = self._fork_lock(child)
-                    c.execute("INSERT INTO erase_owed(key, reason, at) VALUES (?, ?, ?)",
-                              (child, FORK_OWED_REASON, now))
+                    # with its parent: an erasure of the parent deletes the copy too (`_erase_forks_of`)
+                    c.execute(f"INSERT INTO erase_owed(key, reason, at, {FORK_PARENT_COLUMN}) VALUES (?, ?, ?, ?)",
+                              (child, FORK_OWED_REASON, now, conversation_id))
                 self._fork_batch(c, copy, lo, up_to, bad)
                 if lo == 0:
                     self._fork_publish(c, copy, bad)
@@ -1218,13 +1225,16 @@ class ColdStore(SharedQueries):
                 bad += more
                 began = time.perf_counter()
                 with self._tx() as c:
+                    # erased meanwhile: stop at once, saying so (the erasure took the copy too,
+                    # so the ownership check below would only say that it is gone)
+                    self._require_in(c, conversation_id)
                     self._fork_owned(c, child)
-                    self._require_in(c, conversation_id)  # erased meanwhile: stop at once
                     self._fork_batch(c, copy, lo, hi, more)
                 held = time.perf_counter() - began
                 self._step("fork:batch")
             time.sleep(min(held, ERASE_PAUSE_MAX_S))
             with self._tx() as c:
+                self._require_in(c, conversation_id)  # as above
                 self._fork_owned(c, child)
                 self._fork_publish(c, copy, bad)
                 c.execute("DELETE FROM erase_owed WHERE key = ?", (child,))
@@ -1529,6 +1539,7 @@ class ColdStore(SharedQueries):
                     terms = self._erase_keys(c, keys, report, reason, now, terms=erased_terms is not None)
                     if erased_terms is not None:
                         erased_terms += terms
+                forks = self._erase_forks_of(c, keys, reason)
             held = time.perf_counter() - began
             # committed: what follows for these keys may not raise, or the caller hears
             # "nothing was written" for conversations that are gone (a retry finds none,
@@ -1549,6 +1560,16 @@ class ColdStore(SharedQueries):
                     if erased_terms is not None:
                         erased_terms += terms
                     self._after_commit(on_erased, keys)  # a reader in flight may have cached its rows meanwhile
+            for fork in forks:  # unfinished copies of these conversations: deleted as a detached one's rows
+                try:
+                    terms, _ = self._purge_owed(fork, ERASE_BATCH_MESSAGES, terms=erased_terms is not None)
+                except DriverDatabaseError:  # busy: its rows stay owed, the next open or erasure deletes them
+                    log.warning("erasure: could not delete an unfinished fork's copy now; "
+                                "the next open or erasure deletes it and scrubs", exc_info=True)
+                    rows_owed = True
+                else:
+                    if erased_terms is not None:
+                        erased_terms += terms
             self._step("erase:batch")
             if last:  # nothing left to erase: no pause, no further look
                 break
@@ -1567,6 +1588,11 @@ class ColdStore(SharedQueries):
             report.wal_truncated = report.scrubbed = False
             log.warning("erasure: the rows are deleted but not scrubbed from the file (%s); "
                         "the next open of the store or the next erasure scrubs them", str(exc).strip())
+        if report.scrubbed and (unknown := self._forks_of_unknown_parent()):
+            report.scrubbed = False
+            report.not_rewritten = (f"{unknown} unfinished fork(s) recorded without their parent (by a tiermem "
+                                    "older than this store's schema) may hold a copy of erased text: it is deleted "
+                                    "when the fork fails, or when an open or erasure after its process ends does")
         report.bytes_after = self.files_bytes()
         gone = set(report.keys)
         self._salvaged_rows.forget(gone)  # their bad rows no longer exist either
@@ -1574,6 +1600,30 @@ class ColdStore(SharedQueries):
             for key in gone:
                 self._scope_sizes.pop(key, None)
         return report
+
+    @staticmethod
+    def _erase_forks_of(c: Connection, keys: Sequence[str], reason: str) -> list[str]:
+        """Inside an erasure's transaction: the unpublished forks (`fork`) copying one of
+        the conversations `keys`, turned from forks owed to their process into rows owed
+        to erasure (reason `reason`), as a detached conversation's: the caller deletes
+        them after the commit (`_purge_owed`), or the next open or erasure does. Their
+        copy holds the erased text, and the fork would only find out at its next batch
+        (a process stopped, or killed, never): its ownership check fails from the commit
+        on (`_fork_owned`), and the fork raises ConversationNotFound."""
+        forks: list[str] = []
+        for i in range(0, len(keys), MAX_SQL_PARAMS):
+            chunk = list(keys[i:i + MAX_SQL_PARAMS])
+            forks += [str(r[0]) for r in c.execute(
+                f"UPDATE erase_owed SET reason = ? WHERE reason = ? AND {FORK_PARENT_COLUMN} IN "
+                f"({','.join('?' * len(chunk))}) RETURNING key", (reason, FORK_OWED_REASON, *chunk))]
+        return sorted(forks)
+
+    def _forks_of_unknown_parent(self) -> int:
+        """Unpublished forks whose record names no parent (made before FORK_PARENT_COLUMN,
+        by an older tiermem still running): an erasure cannot tell whether they copy what
+        it erased. Those whose process died were deleted at the erasure's start."""
+        return int(self._read(f"SELECT COUNT(*) FROM erase_owed WHERE reason = ? AND {FORK_PARENT_COLUMN} IS NULL",
+                              (FORK_OWED_REASON,))[0][0])
 
     @staticmethod
     def _after_commit(on_erased: Callable[[Sequence[str]], None] | None, keys: Sequence[str]) -> None:

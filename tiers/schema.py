@@ -610,6 +610,23 @@ def m029_supersession_rechecks(c: Connection) -> None:
               "position INTEGER NOT NULL, PRIMARY KEY (conversation_id, position))")
 
 
+FORK_PARENT_COLUMN = "parent"  # m030: erase_owed's column naming an unpublished fork's parent
+
+
+def m030_fork_parent_owed(c: Connection) -> None:
+    # An unpublished fork's record in erase_owed names the conversation it copies, so that
+    # an erasure of that conversation (another process's) finds the unfinished copy of its
+    # text and deletes it with the rest (`ColdStore._erase_forks_of`): before, the copy
+    # stayed until the fork's next batch noticed, and the erasure answered scrubbed. NULL
+    # for every other record, and for a fork recorded before this step (or by an older
+    # tiermem still running): not known, which an erasure reports as not scrubbed while
+    # such a fork is being copied. Re-runnable: a store rolled back to an older version
+    # number (as the upgrade tests do) runs this again over the column it has
+    columns = {r[1] for r in c.execute("PRAGMA table_info(erase_owed)").fetchall()}
+    if FORK_PARENT_COLUMN not in columns:
+        c.execute(f"ALTER TABLE erase_owed ADD COLUMN {FORK_PARENT_COLUMN} TEXT")
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -640,6 +657,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m027_supersession_versions,
     m028_tokenizer_recorded,
     m029_supersession_rechecks,
+    m030_fork_parent_owed,
 ]
 def schema_version() -> int:
     """The schema version this code writes. Every layer's tables live in the one list of
