@@ -6,6 +6,7 @@ argument. Fails on the code before: the tool took no `format` argument."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -34,8 +35,9 @@ LOOP: list[dict[str, Any]] = [
 CASES: list[tuple[dict[str, Any], list[str] | None]] = [
     # no format: the OpenAI answer, its keys as before
     ({}, ["messages", "tokens", "plan", "explain"]),
-    # anthropic: system and messages for messages.create, with the same plan and count
-    ({"format": "anthropic"}, ["format", "system", "messages", "tokens", "plan", "explain"]),
+    # anthropic: system and messages for messages.create, with the same plan and count, and
+    # where the plan's breakpoints are in them
+    ({"format": "anthropic"}, ["format", "system", "messages", "tokens", "plan", "explain", "breakpoints"]),
     # a format that does not exist: refused, naming the argument
     ({"format": "gemini"}, None),
 ]
@@ -62,4 +64,5 @@ def test_context_format(cold_memory: Memory, args: dict[str, Any], keys: list[st
     if args.get("format") == "anthropic":
         req = to_anthropic(mem.context(CONV, QUERY, BUDGET), mem)
         assert (got["system"], got["messages"]) == (req.system, req.messages)
+        assert got["breakpoints"] == [dataclasses.asdict(b) for b in req.breakpoints]
         assert got["messages"][1]["content"][0] == THINKING

@@ -105,7 +105,13 @@ from urllib.parse import quote
 
 import httpx
 
-from tiermem.adapters.anthropic import THINKING_SCOPES, AnthropicRequest, sdk_plain, sdk_plain_deep
+from tiermem.adapters.anthropic import (
+    THINKING_SCOPES,
+    AnthropicBreakpoint,
+    AnthropicRequest,
+    sdk_plain,
+    sdk_plain_deep,
+)
 from tiermem.config import (
     HEADER_TOKEN,
     HEADER_TOKEN_RULE,
@@ -127,7 +133,7 @@ from tiermem.memory import (
     MIN_PIN_PRIORITY,
     ActiveView,
 )
-from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint, Context, Plan
+from tiermem.planner.plan import MAX_BREAKPOINTS, Context, Plan
 from tiermem.tiers.errors import (
     WRITTEN_FIELD,
     BudgetTooSmall,
@@ -203,14 +209,14 @@ MessageLike = Message | dict[str, Any] | Any  # a dict, a Message or an SDK obje
 @dataclasses.dataclass(frozen=True)
 class AnthropicContext(AnthropicRequest):
     """`context(..., format="anthropic")`: `system` and `messages` for Anthropic's
-    `messages.create` (`kwargs()`), the planned context's exact `tokens` and its `plan`."""
+    `messages.create` (`kwargs()`), the planned context's exact `tokens` and its `plan`.
+    `breakpoints` are where the request holds the plan's (`AnthropicBreakpoint`: a
+    message of `messages` or "system", and a block of it), as `to_anthropic` gives them;
+    `plan.breakpoints` index the OpenAI form the plan was made in. From a server that
+    does not answer them (before 2026-12-07): empty, the marks placed all the same."""
 
-    tokens: int
-    plan: Plan
-
-    @property
-    def breakpoints(self) -> list[Breakpoint]:
-        return self.plan.breakpoints
+    tokens: int = dataclasses.field(kw_only=True)
+    plan: Plan = dataclasses.field(kw_only=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -416,7 +422,8 @@ def _stored(row: dict[str, Any]) -> StoredMessage:
 def _context(body: dict[str, Any]) -> Context | AnthropicContext:
     plan = Plan.from_dict(body["plan"])
     if body.get("format") == ANTHROPIC_FORMAT:
-        return AnthropicContext(system=body["system"], messages=body["messages"], tokens=body["tokens"], plan=plan)
+        return AnthropicContext(system=body["system"], messages=body["messages"], tokens=body["tokens"], plan=plan,
+                                breakpoints=[AnthropicBreakpoint(**b) for b in body.get("breakpoints", [])])
     return Context(messages=body["messages"], tokens=body["tokens"], plan=plan)
 
 

@@ -129,7 +129,16 @@ first), on the last block the breakpoint's message converts to (a thinking block
 none: the one before it does). A message that converts to no block (empty or blank
 text, which is left out: the API refuses an empty text block, and one carrying a mark
 with "cache_control cannot be set for empty text blocks") passes its mark to the last
-block sent before it, which ends the same prefix. No other block carries one.
+block sent before it, which ends the same prefix. So does a prefill turn's text cut of
+its trailing whitespace (above): the next call sends it uncut (a message follows it),
+so a mark on it would write a prefix no request reads. No other block carries one.
+`AnthropicRequest.breakpoints` says where each of the plan's breakpoints is in the
+request (`AnthropicBreakpoint`: `message`, an index of `messages` or "system", and
+`block`, the block's index there), marked or not: the plan's indexes count the OpenAI
+form's messages, which the request moves (system) and merges (one role's run), so a
+caller who places its own marks (`max_breakpoints=0`) marks these blocks. One per
+block: two breakpoints that end on one block (a message between them sends nothing)
+are the more valuable one.
 
 Deterministic: the same context (and the same stored rows, which never change) gives the
 same request, byte for byte, which is what a provider's prompt cache keys on.
@@ -140,12 +149,12 @@ from __future__ import annotations
 import copy
 import json
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from tiermem.adapters._common import MemoryLike, check_memory, log_pages
 from tiermem.config import DEFAULT_MAX_METADATA_BYTES
-from tiermem.planner.plan import MAX_BREAKPOINTS, Context
+from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint, Context
 from tiermem.tiers.errors import ValidationError, field_error, shown
 from tiermem.tiers.formats import (
     CALL_ID_MAX_CHARS,
@@ -200,11 +209,27 @@ IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/we
 
 
 @dataclass(frozen=True)
+class AnthropicBreakpoint:
+    """A plan breakpoint where the request holds it: the block the prefix through the
+    breakpoint's message ends with. `message`: an index of the request's `messages`, or
+    "system" for its `system` blocks; `block`: the index of that block in the message's
+    `content` (or in `system`); `layer` and `tokens` as the plan's `Breakpoint` has them."""
+
+    layer: str
+    tokens: int
+    message: int | Literal["system"]
+    block: int
+
+
+@dataclass(frozen=True)
 class AnthropicRequest:
-    """`system` text blocks and `messages` for `client.messages.create`."""
+    """`system` text blocks and `messages` for `client.messages.create`, and where the
+    plan's breakpoints are in them (`breakpoints`: every one the request holds, marked or
+    not, in the plan's order; the marks are already placed, at most `max_breakpoints`)."""
 
     system: list[dict[str, Any]]
     messages: list[dict[str, Any]]
+    breakpoints: list[AnthropicBreakpoint] = field(default_factory=list)
 
     def kwargs(self) -> dict[str, Any]:
         """`system` and `messages` as keyword arguments (`system` left out when empty)."""
@@ -826,22 +851,43 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
             blocks.sort(key=lambda b: b["type"] not in THINKING_TYPES)
     if not turns or turns[0][0] == "assistant":  # the API refuses any other opening, and no message at all
         turns.insert(0, ["user", [{"type": "text", "text": CONTINUED_TEXT}]])
+    trimmed: dict[str, Any] | None = None
     if turns and turns[-1][0] == "assistant":  # prefill: the API refuses it ending in whitespace
         last = turns[-1][1][-1]
-        if last["type"] == "text":
+        if last["type"] == "text" and last["text"] != last["text"].rstrip():
             last["text"] = last["text"].rstrip()  # not blank: _sendable kept it
-    sent = {id(b) for b in system} | {id(b) for _r, bs in turns for b in bs}
+            trimmed = last
+    # where each block sent is: ("system", i) or (message, i)
+    where: dict[int, tuple[int | Literal["system"], int]] = {id(b): ("system", i) for i, b in enumerate(system)}
+    where.update((id(b), (t, i)) for t, (_r, bs) in enumerate(turns) for i, b in enumerate(bs))
+    if trimmed is not None:
+        # the next call sends this block untrimmed (a message follows it): a mark on it
+        # would write a prefix no request reads. The prefix through the block before it
+        # is the next call's too (the last block sent before it that can carry a mark)
+        before = [b for _r, bs in turns for b in bs if b["type"] not in THINKING_TYPES]
+        k = next(i for i, b in enumerate(before) if b is trimmed)
+        instead = before[k - 1] if k else (system[-1] if system else None)
+        last_block = [instead if b is trimmed else b for b in last_block]
     rank = {layer: i for i, layer in enumerate(BREAKPOINT_PRIORITY)}
-    chosen: list[int] = []
-    for bp in sorted(ctx.plan.breakpoints, key=lambda b: (rank.get(b.layer, len(rank)), -b.index)):
+
+    def worth(bp: Breakpoint) -> tuple[int, int]:
+        return rank.get(bp.layer, len(rank)), -bp.index
+
+    # one breakpoint per block (two end there where a message between them sends nothing):
+    # the more valuable one, in the plan's order
+    found: dict[int, tuple[Breakpoint, dict[str, Any]]] = {}
+    for bp in ctx.plan.breakpoints:
         block = last_block[bp.index] if 0 <= bp.index < len(last_block) else None
-        if len(chosen) < max_breakpoints and block is not None and id(block) in sent and id(block) not in chosen:
-            chosen.append(id(block))
-    marked = set(chosen)
+        if block is not None and id(block) in where and (
+                id(block) not in found or worth(bp) < worth(found[id(block)][0])):
+            found[id(block)] = (bp, block)
+    marked = {id(b) for _bp, b in sorted(found.values(), key=lambda f: worth(f[0]))[:max_breakpoints]}
 
     def marks(b: dict[str, Any]) -> dict[str, Any]:
         return {**b, "cache_control": dict(EPHEMERAL)} if id(b) in marked else b
 
     return AnthropicRequest(system=[marks(b) for b in system],
-                            messages=[{"role": r, "content": [marks(b) for b in bs]} for r, bs in turns])
+                            messages=[{"role": r, "content": [marks(b) for b in bs]} for r, bs in turns],
+                            breakpoints=[AnthropicBreakpoint(bp.layer, bp.tokens, *where[id(b)])
+                                         for bp, b in found.values()])
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -240,7 +241,8 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
         rest = {"tokens": out.tokens, "plan": render(out.plan.to_dict()), "explain": out.plan.explain()}
         if format == ANTHROPIC_FORMAT:
             req = guard("context", to_anthropic, out, mem)
-            return {"format": format, "system": render(req.system), "messages": render(req.messages), **rest}
+            return {"format": format, "system": render(req.system), "messages": render(req.messages), **rest,
+                    "breakpoints": [asdict(b) for b in req.breakpoints]}
         return {"messages": render(out.messages), **rest}
 
     @server.tool(description="Every message of a conversation in order, exactly as appended, its `metadata` "

@@ -306,6 +306,10 @@ class AnthropicContextOut(BaseModel):
                         "(thinking blocks not counted, as the API counts no earlier turn's)")
     plan: dict[str, Any] = Field(description="every slice, why it was chosen, what was left out")
     explain: str = Field(description="the plan as text")
+    breakpoints: list[dict[str, Any]] = Field(description=(
+        "where the plan's breakpoints are in this request: `message` (an index of `messages`, or \"system\"), "
+        "`block` (an index of its content, or of `system`), `layer`, `tokens`; every one, marked or not "
+        "(the plan's `breakpoints` index the OpenAI form)"))
 
 
 class ForkOut(BaseModel):

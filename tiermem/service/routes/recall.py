@@ -14,6 +14,7 @@ OpenAI's, unchanged. `thinking` and `max_breakpoints` are refused without it.
 """
 
 import math
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -77,7 +78,8 @@ def context(conversation_id: ConvId, body: ContextIn, ns: Ns, runtime: RuntimeDe
         # the request's namespace: the stored rows that restore thinking are read there
         req = to_anthropic(ctx, mem.namespaced(ns), **options)
         return AnthropicContextOut(format=body.format, system=finite(req.system), messages=finite(req.messages),
-                                   tokens=ctx.tokens, plan=finite(ctx.plan.to_dict()), explain=ctx.plan.explain())
+                                   tokens=ctx.tokens, plan=finite(ctx.plan.to_dict()), explain=ctx.plan.explain(),
+                                   breakpoints=[asdict(b) for b in req.breakpoints])
     return ContextOut(
         messages=finite(ctx.messages),
         tokens=ctx.tokens,
