@@ -1,7 +1,8 @@
 """Late pins: a pin whose turn the context no longer shows, shown without a rebuild (issue 22).
 
-Every current pin is in the context: in the epoch's pinned block, or as a turn the tail
-shows. A turn can become a pin after it left the context (the load-bearing label comes a
+Every current pin the pinned block holds stays in the context: in the epoch's pinned
+block, or as a turn the tail shows (pins past the pinned share, `layer_shares.pinned`, are
+left out and listed in `plan.left_out`; the top-priority pin always fits). A turn can become a pin after it left the context (the load-bearing label comes a
 few turns late, after a middle eviction dropped the turn), and a middle eviction can drop
 the only turn that shows a pin made while it sat in the tail. Both used to end the epoch:
 the pinned block was rebuilt and everything after it with it (about 1,000 tokens billed
