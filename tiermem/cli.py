@@ -49,6 +49,7 @@ import signal
 import stat
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -383,7 +384,7 @@ class TiermemGroup(click.Group):
             return super().make_context(info_name, args, parent=parent, **extra)
 
     def invoke(self, ctx: click.Context) -> Any:
-        with _closed_stdout_exits_quietly(ctx), _stdout_in_pieces(ctx):
+        with _noting_interrupts(), _closed_stdout_exits_quietly(ctx), _stdout_in_pieces(ctx):
             try:
                 done = super().invoke(ctx)
                 sys.stdout.flush()  # what is still buffered meets a closed pipe here, not at exit
@@ -421,6 +422,37 @@ INTERRUPTED_TEXT = "interrupted; a write in one transaction either committed who
 def interrupted_text(command: str | None) -> str:
     """The `error:` line of `command` ended by Ctrl-C: what it left behind."""
     return INTERRUPTED_TEXTS.get(command or "", INTERRUPTED_TEXT)
+
+
+# Set once Ctrl-C reached this process (`_noting_interrupts`): a PostgreSQL connection the
+# interrupt cut mid-query is then rolled back, found broken and discarded by psycopg and
+# its pool, each step a WARNING (three lines before the `interrupted` line, migrate-store
+# stopped in its verify phase); the `interrupted` line says what matters
+_INTERRUPT_SEEN = threading.Event()
+# the loggers whose records, after a Ctrl-C, are that cleanup's (shown with --debug)
+INTERRUPT_CLEANUP_LOGGERS = frozenset({"psycopg"})
+
+
+@contextmanager
+def _noting_interrupts() -> Iterator[None]:
+    """While a command runs, SIGINT raises KeyboardInterrupt as Python's own handler does,
+    noting first that it came (`_INTERRUPT_SEEN`). A handler of the host's (a test
+    runner's) or outside the main thread: left as it is."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    _INTERRUPT_SEEN.clear()
+
+    def on_sigint(_signum: int, _frame: Any) -> None:
+        _INTERRUPT_SEEN.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @contextmanager
@@ -902,7 +934,11 @@ def cli(
 
 def _not_said_by_the_command(record: logging.LogRecord) -> bool:
     """Whether a log record goes to stderr without --debug: not one of a degraded
-    embedder's episode (its start logs a traceback), which `_note_keywords_only` says."""
+    embedder's episode (its start logs a traceback), which `_note_keywords_only` says,
+    nor, after a Ctrl-C, psycopg's about the connection it cut (`_INTERRUPT_SEEN`),
+    which the `interrupted` line says."""
+    if _INTERRUPT_SEEN.is_set() and record.name.split(".")[0] in INTERRUPT_CLEANUP_LOGGERS:
+        return False
     return getattr(record, EPISODE_ATTR, None) != EMBEDDER_EPISODE
 
 
@@ -1623,8 +1659,8 @@ def consolidate(state: CliState, watch: bool, interval: float | None, as_json: b
             raise click.exceptions.Exit(1)
         return
     sched.start(run_now=True)
-    click.echo(f"consolidating every {sched.interval_s:g}s; Ctrl-C to stop", err=True)
-    try:
+    try:  # Ctrl-C as soon as the line below is read stops it as cleanly as later
+        click.echo(f"consolidating every {sched.interval_s:g}s; Ctrl-C to stop", err=True)
         while True:
             time.sleep(sched.interval_s)
             snap = sched.snapshot()

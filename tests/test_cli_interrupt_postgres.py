@@ -1,0 +1,79 @@
+"""Ctrl-C while `migrate-store` reads a PostgreSQL source (its verify phase, a query
+running): the `interrupted` line alone, exit 130. Before, psycopg's cleanup of the
+connection the interrupt cut came first, three WARNING lines ("error ignored in
+rollback ... another command is already in progress", "closing returned connection",
+"discarding closed connection"). Real server (pg_url), real process group, real SIGINT,
+sent while the server shows the command's query running (pg_stat_activity)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from pg_server import fresh_schema
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+TIERMEM = str(Path(sys.executable).with_name("tiermem"))
+RUN_TIMEOUT_S = 180
+CONVERSATIONS = 300
+TURNS = 100  # 30,000 messages: the verify phase reads for seconds
+POLL_S = 0.01
+TRIES = 3  # a run that finished before a query of its was seen running is tried again
+SIGINT_EXIT = 130
+
+
+def query_running(url: str, me: int) -> bool:
+    """Whether another session (the migration's) has a statement running on the server."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND pid <> %s "
+                           "AND backend_type = 'client backend' AND pid <> pg_backend_pid()", (me,)).fetchone()
+    return bool(row and row[0])
+
+
+def test_migrate_store_interrupted_reading_postgres(tmp_path: Path, pg_url: str) -> None:
+    src = tmp_path / "big.jsonl"
+    with src.open("w") as fh:
+        for c in range(CONVERSATIONS):
+            fh.write(json.dumps({"conversation_id": f"c{c}", "messages": [
+                {"role": "user", "content": f"message {i} of conversation {c}"} for i in range(TURNS)]}) + "\n")
+    data = tmp_path / "data"
+    schema = fresh_schema()
+    for args in (["import", str(src)], ["migrate-store", "--to", pg_url, "--schema", schema]):
+        done = subprocess.run([TIERMEM, "--data-dir", str(data), *args], capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT_S)
+        assert done.returncode == 0, done.stderr
+    for attempt in range(TRIES):
+        target = tmp_path / f"back{attempt}"
+        cmd = [TIERMEM, "--data-dir", str(data), "migrate-store", "--from", pg_url, "--from-schema", schema,
+               "--to", str(target)]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        assert p.stderr is not None
+        said = []
+        for line in p.stderr:  # "copied i/n": i == n is the copy's end, the verify phase next
+            said.append(line)
+            i, _, n = line.removeprefix("copied ").strip().partition("/")
+            if line.startswith("copied ") and i == n:
+                break
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        with psycopg.connect(pg_url, autocommit=True) as watcher:
+            me = watcher.info.backend_pid
+            while p.poll() is None and time.monotonic() < deadline and not query_running(pg_url, me):
+                time.sleep(POLL_S)
+        if p.poll() is not None:
+            continue  # finished before a query of its was seen running: try again
+        os.killpg(p.pid, signal.SIGINT)
+        _out, err = p.communicate(timeout=RUN_TIMEOUT_S)
+        if p.returncode == 0:
+            continue  # the interrupt came as it finished
+        assert p.returncode == SIGINT_EXIT, (p.returncode, err)
+        assert err.splitlines() == ["error: interrupted; what was committed stays, rerun to resume"], err
+        return
+    pytest.fail(f"migrate-store finished before it could be interrupted, {TRIES} times")
