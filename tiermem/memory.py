@@ -190,6 +190,13 @@ MAX_DROPPED_HERE = 100_000
 # seconds between the background indexer's looks for pending turns (and for erasures
 # other processes committed: an idle process drops their copies within this)
 INDEXER_WAKE_S = 5.0
+# An erasure's scrub (or a detached conversation's rows) left owed (its process killed
+# after a commit, a scrub busy) waits for the next open or erasure of the store, which a
+# serving process never does: the indexer's thread looks every INDEXER_WAKE_S and
+# finishes one it has seen owed this long (seconds; ColdLog.finish_owed_scrub). Not
+# sooner: an erasure running in another process owes them until its own end (a
+# 20,000-turn conversation's rows took 21.5 s), and would be raced for nothing
+OWED_SCRUB_AFTER_S = 60.0
 # catch-up pools of its conversation's pending turns a context embeds inline before it
 # plans (a pool: INDEX_POOL_BATCHES batches of embedding_batch_size turns, 1,024 at the
 # default 64, cut at INDEX_POOL_MAX_CHARS characters: ~5 s of chat turns on 2 idle cores,
@@ -304,6 +311,7 @@ class _Indexer(threading.Thread):
         self.stopping = threading.Event()
 
     def run(self) -> None:
+        owed_look = time.monotonic() + INDEXER_WAKE_S  # the next look for an owed scrub
         while not self.stopping.is_set():
             woken = self.wake.wait(timeout=INDEXER_WAKE_S)
             self.wake.clear()
@@ -314,6 +322,12 @@ class _Indexer(threading.Thread):
                     self.memory._catch_erasures()
                 except Exception:  # a locked or unreachable store: the next wake or call retries
                     log.warning("could not read the erasures since the last check; will retry", exc_info=True)
+            if time.monotonic() >= owed_look:  # busy or idle: no call of the process does it
+                owed_look = time.monotonic() + INDEXER_WAKE_S
+                try:
+                    self.memory.cold.finish_owed_scrub(owed_for_s=OWED_SCRUB_AFTER_S)
+                except Exception:  # a locked or unreachable store: the next look retries
+                    log.warning("could not finish an erasure's owed scrub; will retry", exc_info=True)
             if not embedder_loaded(self.memory.embedder):
                 continue  # no process pays for the model just to append: see Memory.warm_up
             try:

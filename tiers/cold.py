@@ -360,6 +360,12 @@ class ColdStore(SharedQueries):
         except DriverDatabaseError:  # busy: the marker stays, the next open tries again
             log.warning("could not finish an interrupted erasure's scrub now; the next open retries", exc_info=True)
 
+    def _scrub_owed(self) -> bool:
+        if self.read_only:
+            return False
+        return bool(self._read("SELECT EXISTS(SELECT 1 FROM meta WHERE key = ?) OR EXISTS(SELECT 1 FROM erase_owed)",
+                               (SCRUB_PENDING_KEY,))[0][0])
+
     # -- plumbing ------------------------------------------------------------------
 
     def _location(self) -> str:

@@ -349,6 +349,34 @@ class SharedQueries:
         if self._fault is not None:
             self._fault(name)
 
+    # when this process first saw an erasure's scrub (or rows) owed, still owed since
+    # (`finish_owed_scrub`); None: nothing owed at the last look
+    _owed_since: float | None = None
+
+    def finish_owed_scrub(self, *, owed_for_s: float) -> bool:
+        """(see ColdLog.finish_owed_scrub) The look is the engine's (`_scrub_owed`: one
+        read), the work its open's (`_finish_scrub`)."""
+        if not self._scrub_owed():
+            self._owed_since = None
+            return False
+        now = time.monotonic()
+        if self._owed_since is None:
+            self._owed_since = now
+        if now - self._owed_since < owed_for_s:
+            return False
+        self._owed_since = None  # seen owed again after this: another wait of owed_for_s
+        self._finish_scrub()
+        return True
+
+    def _scrub_owed(self) -> bool:
+        """Whether an erasure's scrub, or rows, are owed (their marker or records); one read."""
+        raise NotImplementedError
+
+    def _finish_scrub(self) -> None:
+        """What an open does about an owed scrub (each engine's); it logs and keeps owed
+        what it could not do."""
+        raise NotImplementedError
+
     def _lock_pause(self, held: float) -> float:
         """The pause after a spell of `held` seconds holding the lock, long enough for a
         writer waiting on it to be sure to take it (each engine says)."""

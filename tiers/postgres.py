@@ -1402,6 +1402,10 @@ class PostgresStore(SharedQueries):
             raise
         self._finish_scrub()
 
+    def _scrub_owed(self) -> bool:
+        return bool(self._read("SELECT 1 FROM meta WHERE key IN (%s, %s) LIMIT 1",
+                               (SCRUB_PENDING_KEY, SCRUB_STATISTICS_KEY)))
+
     def _finish_scrub(self) -> None:
         """An erasure whose rewrite did not run (its process died after the commit, or
         the VACUUM failed) is scrubbed now, at the next open. One that fails or stalls

@@ -572,6 +572,16 @@ class ColdLog(Protocol):
         later batch fails."""
         ...
 
+    def finish_owed_scrub(self, *, owed_for_s: float) -> bool:
+        """A long-lived process's periodic look (tiermem.Memory's indexer thread): an
+        erasure's scrub or rows left owed (its process killed after a commit, a scrub
+        busy or failed) wait for the next open or erasure, which a serving process never
+        does; this finishes them as an open would, once this process has seen them owed
+        for `owed_for_s` seconds (an erasure running in another process owes them until
+        its end, and is not raced). One read when nothing is owed. Returns whether it
+        tried (what it could not do stays owed, logged)."""
+        ...
+
     def reclaim(self) -> bool:
         """Hand the space of deleted rows back to the engine/file system; True when no
         data file holds a deleted byte afterwards (`ErasureReport.scrubbed`)."""
