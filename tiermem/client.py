@@ -242,6 +242,9 @@ class Limits:
     idempotency_keys: bool = False
     max_idempotency_key_chars: int | None = None
     conditional_appends: bool = False
+    # digits of one JSON integer in a request (422 past it); None: an older server, which does
+    # not say it. This client holds the library's own limit (`MAX_JSON_INT_DIGITS`) itself
+    max_json_int_digits: int | None = None
 
 
 def _limits(body: dict[str, Any]) -> Limits:

@@ -434,6 +434,9 @@ class LimitsOut(BaseModel):
     conditional_appends: bool = Field(description="the appends take `expect_position` and `expect_incarnation` "
                                       "(409 on a mismatch, nothing written); an older server refuses the fields "
                                       "(422) and does not say this")
+    max_json_int_digits: int = Field(description="digits of one JSON integer anywhere in a request body (a "
+                                     "message's content, its metadata, a tool call's input; its sign not counted): "
+                                     "422 past it, naming where (an older server does not say this)")
 
 
 class HealthOut(BaseModel):

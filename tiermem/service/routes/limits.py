@@ -25,6 +25,7 @@ from tiermem.tiers.models import (
     MAX_BUDGET_TOKENS,
     MAX_IDEMPOTENCY_KEY_CHARS,
     MAX_JSON_DEPTH,
+    MAX_JSON_INT_DIGITS,
     MAX_NAMESPACE_DEPTH,
     SESSION_MAX_CHARS,
 )
@@ -49,6 +50,9 @@ FIXED_LIMITS = {
     # ... and the appends' conditions: an older server refuses the fields (422), so a
     # client sends them only where this is said
     "conditional_appends": True,
+    # digits of one integer anywhere in a body (a message, its metadata, a tool call's
+    # input): the guard's and the library's one limit; last, as an older server lacks it
+    "max_json_int_digits": MAX_JSON_INT_DIGITS,
 }
 
 limits_routes = APIRouter(route_class=HeadRoute)  # included with the bearer credentials dependency
