@@ -923,6 +923,13 @@ class _Base:
         return None
 
 
+def check_wire(client: _Base, message: MessageLike) -> None:
+    """Refuse `message` as `client`'s append refuses it before sending (`_wire`: `Memory`'s
+    own check, within the server's byte limits once read): `ValidationError` naming its
+    field (no batch index); nothing is sent, the limits not asked for."""
+    _wire(message, client._calls.server_limits)
+
+
 class Client(_Base):
     """A blocking client of `tiermem serve` (module docstring).
 

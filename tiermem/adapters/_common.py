@@ -30,6 +30,7 @@ total order (see `retract_latest`).
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -50,7 +51,7 @@ from tiermem.tiers.formats import (
     to_responses_rows,
 )
 from tiermem.tiers.models import AppendOutcome, StoredMessage
-from tiermem.tiers.plain_json import check_int_digits
+from tiermem.tiers.plain_json import check_int_digits, unencodable
 
 if TYPE_CHECKING:
     from tiermem.client import Client
@@ -200,22 +201,23 @@ def append_chunks(mem: MemoryLike, bodies: Sequence[dict[str, Any]], *,
         sent_batch_bytes,
     )
 
-    for i, body in enumerate(bodies):
+    names = list(fields) if fields is not None else [f"messages[{i}]" for i in range(len(bodies))]
+    for body, name in zip(bodies, names, strict=True):
         # an integer past the one limit, named as an append names it: sizing a batch encodes
         # each body, and json.dumps raised a bare ValueError past Python's own digit limit
-        check_int_digits(body, fields[i] if fields is not None else f"messages[{i}]")
-    if isinstance(mem, Client) and _within_every_server(bodies):
+        check_int_digits(body, name)
+    if isinstance(mem, Client) and _within_every_server(mem, bodies, names):
         return [list(bodies)] if bodies else []
     count = batch_limit(mem)
     max_bytes = body_limit(mem)
     chunks: list[list[dict[str, Any]]] = []
     chunk: list[dict[str, Any]] = []
     size = BATCH_ENVELOPE_BYTES
-    for i, body in enumerate(bodies):
-        grown = request_bytes(body) + BATCH_SEPARATOR_BYTES if max_bytes is not None else 0
+    for body, name in zip(bodies, names, strict=True):
+        grown = _sized(mem, body, name, request_bytes) + BATCH_SEPARATOR_BYTES if max_bytes is not None else 0
         if max_bytes is not None and BATCH_ENVELOPE_BYTES + grown > max_bytes and \
-                (alone := sent_batch_bytes([body])) > max_bytes:
-            raise RequestTooLarge(fields[i] if fields is not None else f"messages[{i}]", alone, max_bytes)
+                (alone := _sized(mem, [body], name, sent_batch_bytes)) > max_bytes:
+            raise RequestTooLarge(name, alone, max_bytes)
         if chunk and (len(chunk) == count or (max_bytes is not None and size + grown > max_bytes)):
             chunks.append(chunk)
             chunk, size = [], BATCH_ENVELOPE_BYTES
@@ -226,7 +228,7 @@ def append_chunks(mem: MemoryLike, bodies: Sequence[dict[str, Any]], *,
     return chunks
 
 
-def _within_every_server(bodies: Sequence[dict[str, Any]]) -> bool:
+def _within_every_server(mem: MemoryLike, bodies: Sequence[dict[str, Any]], names: Sequence[str]) -> bool:
     """Whether one append batch of `bodies` is within what any server takes."""
     from tiermem.client import BATCH_ENVELOPE_BYTES, BATCH_SEPARATOR_BYTES, request_bytes
     from tiermem.config import MIN_BODY_BYTES
@@ -235,11 +237,45 @@ def _within_every_server(bodies: Sequence[dict[str, Any]]) -> bool:
     if len(bodies) > MAX_BATCH_MESSAGES:
         return False
     size = BATCH_ENVELOPE_BYTES
-    for body in bodies:  # stops within the first KiB or so: a long batch is not measured twice
-        size += request_bytes(body) + BATCH_SEPARATOR_BYTES
+    for body, name in zip(bodies, names, strict=False):  # stops within the first KiB or so: a
+        size += _sized(mem, body, name, request_bytes) + BATCH_SEPARATOR_BYTES  # long batch is not measured twice
         if size > MIN_BODY_BYTES:
             return False
     return True
+
+
+_S = TypeVar("_S")
+
+
+def _sized(mem: MemoryLike, value: _S, name: str, measure: Callable[[_S], int]) -> int:
+    """`measure(value)`, a size of `bodies`' message `name` (`value`: it, or a batch of it
+    alone) as sent; where it cannot be encoded (NaN or an infinity, an object JSON has no
+    form for, a lone surrogate, nesting past the interpreter's recursion limit: the
+    sizing's json.dumps and httpx raised a bare ValueError, TypeError or
+    UnicodeEncodeError), the refusal its append would give, before any chunk is sent."""
+    try:
+        return measure(value)
+    except (TypeError, ValueError, RecursionError):
+        body: dict[str, Any] = value[0] if isinstance(value, list) else value  # type: ignore[assignment]
+        raise _refusal(mem, body, name) from None
+
+
+def _refusal(mem: MemoryLike, body: dict[str, Any], name: str) -> ValidationError:
+    """What an append of `mem` (only a `Client`'s batches are sized) raises for `body`, the
+    message `name` of its batch: the check a `Client` makes before sending
+    (`tiermem.client.check_wire`, `Memory`'s own, within the server's limits once read),
+    named as `Memory` names a batch's message (`messages[2].output[0].score`), its class
+    kept (a `LimitExceeded` carries the value and the limit); a value JSON cannot carry
+    found by its place (`unencodable`) should that check pass it."""
+    from tiermem.client import Client, check_wire
+
+    try:
+        if isinstance(mem, Client):
+            check_wire(mem, body)
+        exc = unencodable(body, "sent")
+    except ValidationError as refused:
+        exc = refused
+    return _renamed(exc, f"{name}.{exc.field}")
 
 
 _T = TypeVar("_T")
@@ -267,7 +303,23 @@ def append_chunked(mem: MemoryLike, conversation_id: str, chunks: list[list[dict
     order; the other writer's rows between two chunks, as between two calls); an erasure
     between two chunks stops it (`HistoryErased`, naming `call`, the adapter's method)
     rather than begin the conversation again with only their tail. A store that takes no
-    condition (an older server) gets the chunks as they are."""
+    condition (an older server) gets the chunks as they are. Over a `Client`, every chunk
+    after the first is checked (and mended) as its append checks it before the first is
+    sent (`_checked`): a message the append refuses (a field its type has not, content
+    past the server's limit) was found only once the chunks before were written, and named
+    by its index in its chunk; it is refused as the store in this process refuses the
+    whole batch, named by its index among `chunks`' messages, nothing written."""
+    from tiermem.client import Client
+
+    if isinstance(mem, Client):
+        checked, offset = [chunks[0]], len(chunks[0])
+        for chunk in chunks[1:]:
+            try:
+                checked.append(mend(chunk, functools.partial(_checked, mem)))
+            except ValidationError as exc:
+                raise _shifted(exc, offset) from None
+            offset += len(chunk)
+        chunks = checked
     if not conditional_appends(mem):
         return [p for chunk in chunks for p in mend(chunk, functools.partial(mem.append_many, conversation_id))]
     first = mend(chunks[0], functools.partial(mem.append_outcome, conversation_id))
@@ -287,6 +339,36 @@ def append_chunked(mem: MemoryLike, conversation_id: str, chunks: list[list[dict
             positions += got.positions
             break
     return positions
+
+
+def _checked(mem: Client, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`bodies`, once each passes the check `mem`'s append makes before sending
+    (`tiermem.client.check_wire`); else its refusal, named `messages[i].<field>` as an
+    append names a batch's message (a `Mend` reads the index), its class kept."""
+    from tiermem.client import check_wire
+
+    for i, body in enumerate(bodies):
+        try:
+            check_wire(mem, body)
+        except ValidationError as exc:
+            raise _renamed(exc, f"messages[{i}].{exc.field}") from None
+    return bodies
+
+
+_BATCH_INDEX = re.compile(r"messages\[(\d+)\]")
+
+
+def _shifted(exc: ValidationError, offset: int) -> ValidationError:
+    """`exc` of a chunk whose first message is the `offset`-th of the whole add: its
+    `messages[i]` named as the whole add's `messages[offset + i]`."""
+    return _renamed(exc, _BATCH_INDEX.sub(lambda m: f"messages[{int(m[1]) + offset}]", exc.field, count=1))
+
+
+def _renamed(exc: ValidationError, field: str) -> ValidationError:
+    """`exc` naming `field`, its class (and a LimitExceeded's value and limit) kept."""
+    exc.field = field
+    exc.args = (f"{field}: {exc.problem}",)
+    return exc
 
 
 def conditional_appends(mem: MemoryLike) -> bool:
