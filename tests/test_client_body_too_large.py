@@ -10,6 +10,11 @@ page) stays `ServiceError(413)`.
 Real HTTP to the real app on a real SQLite file, with a small body limit; the proxy is a
 real ASGI app served on loopback answering every request with its own 413 page.
 
+The guard's 413 text is `tiers.errors.body_limit_detail`, the format the client reads the
+limit back from (`body_limit_of`), on both of the guard's ways to refuse (a Content-Length
+past the limit; a chunked body counted past it as it streams): were the two to drift, the
+client would raise ServiceError again and these cases fail.
+
 Fails on the code before: the two client types raise ServiceError on each of the two
 over-limit requests (4 cases)."""
 
@@ -23,11 +28,18 @@ from typing import Any
 import httpx
 import pytest
 from hash_embedder import HashEmbedder
-from service_helpers import SCOPED_TOKENS, TOKEN_ACME, serve_app, serve_in_thread
+from service_helpers import SCOPED_TOKENS, TOKEN_ACME, bearer, serve_app, serve_in_thread
 
 from tiermem import Config, Memory
 from tiermem.client import AsyncClient, Client
-from tiermem.tiers.errors import ConversationNotFound, LimitExceeded, RequestTooLarge, ServiceError
+from tiermem.tiers.errors import (
+    ConversationNotFound,
+    LimitExceeded,
+    RequestTooLarge,
+    ServiceError,
+    body_limit_detail,
+    body_limit_of,
+)
 
 NS = "acme"
 MAX_BODY_BYTES = 8192  # the server's: the least a config takes is its max_content_bytes
@@ -101,6 +113,25 @@ def test_the_services_413_is_a_limit_exceeded(served: tuple[str, Memory], tmp_pa
     if label == "one message":  # what the library raises in process for it: a LimitExceeded too
         with pytest.raises(LimitExceeded):
             call(mem.namespaced(NS), conv)
+
+
+OVER_BODY = b'{"role":"user","content":"' + b"z" * MAX_BODY_BYTES + b'"}'  # past the limit however framed
+STREAM_PIECE_BYTES = 1024  # a chunked body's pieces: the guard counts them as they come
+
+
+@pytest.mark.parametrize("framing", [
+    "content-length",  # refused from the header, before a byte of the body is read
+    "chunked",  # no length declared: refused once the bytes counted pass the limit
+])
+def test_the_guards_413_is_the_detail_the_client_reads(served: tuple[str, Memory], framing: str) -> None:
+    url, _mem = served
+    content: bytes | Iterator[bytes] = OVER_BODY if framing == "content-length" else \
+        iter([OVER_BODY[i:i + STREAM_PIECE_BYTES] for i in range(0, len(OVER_BODY), STREAM_PIECE_BYTES)])
+    r = httpx.post(f"{url}/v1/conversations/c-{framing}/messages", content=content,
+                   headers={**bearer(TOKEN_ACME, NS), "Content-Type": "application/json"})
+    assert ("content-length" in r.request.headers) == (framing == "content-length")
+    assert r.status_code == 413 and r.json() == {"detail": body_limit_detail(MAX_BODY_BYTES)}
+    assert body_limit_of(r.json()["detail"]) == MAX_BODY_BYTES
 
 
 async def _proxy_413(scope: dict[str, Any], receive: Any, send: Any) -> None:

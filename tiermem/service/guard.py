@@ -69,7 +69,7 @@ from tiermem.config import is_loopback
 from tiermem.service.asgi import ASGIApp, HttpMiddleware, Receive, Scope, Send
 from tiermem.service.auth import NAMESPACE_HEADER
 from tiermem.service.schemas import IDEMPOTENCY_HEADER, error_body
-from tiermem.tiers.errors import shown, shown_key
+from tiermem.tiers.errors import body_limit_detail, shown, shown_key
 from tiermem.tiers.models import MAX_JSON_DEPTH  # parse_message's limit too: one for every way in
 from tiermem.tiers.plain_json import MAX_JSON_INT_DIGITS, int_digits_problem
 
@@ -479,7 +479,7 @@ class GuardMiddleware(HttpMiddleware):
             if int(declared) > limit:
                 # the body is never read: the connection ends here (CLOSE), so the server
                 # does not go on reading the rest of an upload it has refused
-                await _refuse(send, path, 413, {"detail": f"request body over the limit of {limit} bytes"}, CLOSE)
+                await _refuse(send, path, 413, {"detail": body_limit_detail(limit)}, CLOSE)
                 return
         chunks: list[bytes] = []
         total = 0
@@ -497,7 +497,7 @@ class GuardMiddleware(HttpMiddleware):
             body = message.get("body", b"")
             total += len(body)
             if total > limit:  # the rest of the body is never read: as above
-                await _refuse(send, path, 413, {"detail": f"request body over the limit of {limit} bytes"}, CLOSE)
+                await _refuse(send, path, 413, {"detail": body_limit_detail(limit)}, CLOSE)
                 return
             chunks.append(body)
             if not message.get("more_body", False):
