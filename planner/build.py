@@ -32,6 +32,11 @@ Invariants:
   clock counting as the wall clock: an extension would be all misses), a new epoch
   rebuilds the context (under `system_messages="before_latest"`, the previous call's turns
   are then not kept either, for the same reason).
+  Under a conversion (`context_format`, `system_messages="merge"`) the epoch is extended
+  on the stored form and kept only where the converted previous request stays the prefix
+  of the converted new one (what the extension keeps of it, message for message): a fold
+  whose merged system text takes a new block, or a call joining the assistant message
+  before it, changes an earlier message, and a new epoch says so.
   The plan reports which (`plan.cache`, whose shared prefix is counted on the returned
   messages, after any conversion, as the previous call's were) and where the stable
   prefix ends (`plan.breakpoints`, indexes of the returned messages, after any conversion).
@@ -94,6 +99,7 @@ from tiermem.planner.render import (
     LINE_SEP_TOKENS,
     Renderer,
     breakpoints,
+    conversion_break,
     converted_breakpoints,
     fresh_segments,
     open_calls,
@@ -390,8 +396,7 @@ class Planner:
         call.kept_from = self._memory_last_start(call, fixed, self._epoch_key(call))
         # a context planned anew is filled (older tail turns, room nothing else wanted) to
         # EPOCH_START_FILL_SHARE of the budget, so it is cacheable at once: one that starts
-        # an epoch, and every call where none is extended (context_epochs=false, before_tail;
-        # a conversion or merge renders the same plan, the fold only moves text).
+        # an epoch, and every call where none is extended (context_epochs=false, before_tail).
         # system_messages="before_latest" keeps its own tail start: only a tail anchored
         # anew grows, and only as far as its next calls can keep it (pack.KEPT_FILL_SHARES)
         memory_last = self.settings.system_messages == "before_latest"
@@ -722,19 +727,22 @@ class Planner:
         moved_on = (prev is not None and latest_user is not None and prev.latest_user is not None
                     and latest_user != prev.latest_user and self.settings.epochs
                     and self.settings.retrieved_placement == "before_latest"
-                    and self.settings.system_messages != "before_latest" and not self.render.converting())
+                    and self.settings.system_messages != "before_latest")
         excess = total - (call.budget - epoch_policy.reserve_tokens(call.budget)) if moved_on else 0
         if prev is not None and not why_new:
             why_new = self._shown_gone(conv, prev, fixed.hidden)
         if prev is not None and not why_new:
-            if self.render.converting():
-                # an epoch extends messages as stored; a conversion (context_format,
-                # system_messages = "merge") may merge them, so every call starts anew
-                why_new = "epochs are off (messages are converted or moved: context_format / system_messages)"
+            if self.settings.system_messages == "before_latest":
+                # the memory message is rebuilt every call: it keeps its own tail start
+                # (_memory_last_start) instead of an epoch
+                why_new = ('epochs are off (system_messages="before_latest" moves the memory blocks before the '
+                           "latest user message)")
             elif self.settings.epochs and self.settings.retrieved_placement == "before_latest":
                 why_new = self._expired(prev, call, fixed)
                 if not why_new:
                     ext, why_new = self._extend(prev, call, fixed, packing, latest_item, excess if moved_on else None)
+                if ext is not None and self.render.converting():
+                    ext, why_new = self._converted(prev, ext, call.budget)
             else:
                 why_new = "epochs are off (context_epochs=false or retrieved turns before the tail)"
         kept_from = call.kept_from
@@ -1145,6 +1153,22 @@ class Planner:
             if mid is not None or fold:
                 return mid, fold
         return _Extension(segs, total, reason), ""
+
+    def _converted(self, prev: EpochState, ext: _Extension, budget: int) -> tuple[_Extension | None, str]:
+        """An extension planned on the stored form, kept under a conversion
+        (`context_format`, `system_messages="merge"`) only where the conversion keeps the
+        prefix it keeps as the previous call sent it (render.conversion_break), and only
+        within the budget counted on the messages returned (a conversion may split a
+        message into several items, each with its overhead); its total is that count.
+        Else None and why a new epoch starts."""
+        changed = conversion_break(prev.segments, ext.segments, self.render.out)
+        if changed:
+            return None, (f"the conversion ({self.render.describe_conversion()}) changed an earlier message: "
+                          f"{changed} of the previous request is not the same once this context is converted")
+        total = messages_tokens(self.tokens, self.render.out([g.message for g in ext.segments]))
+        if total > budget:
+            return None, f"room used up: {total} of {budget} tokens once converted"
+        return replace(ext, total=total), ""
 
     def _middle(self, prev: EpochState, call: _Call, fixed: _Fixed, at: int, before: list[Segment],
                 rest: list[Segment], wanted: list[Candidate], min_share: float,

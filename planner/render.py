@@ -267,9 +267,19 @@ class Renderer:
         return msgs, kinds, where
 
     def converting(self) -> bool:
-        # epochs extend the messages as rendered by the default policy; a conversion or a
-        # system-message policy merges or moves them, so every call is planned anew
+        """Whether the messages returned are not the ones planned: a conversion
+        (`context_format`), a fold (`system_messages="merge"`), or the memory blocks moved
+        last (`"before_latest"`, which has no epochs). An epoch is planned on the stored
+        form and extended there; a conversion or fold keeps the extension only where it
+        keeps its prefix as sent (`conversion_break`)."""
         return self.settings.context_format != "as_stored" or self.settings.system_messages != "as_is"
+
+    def describe_conversion(self) -> str:
+        """The settings that convert the returned messages, as a plan reason names them."""
+        named = [f'context_format="{self.settings.context_format}"'] if self.settings.context_format != "as_stored" else []
+        if self.settings.system_messages == "merge":
+            named.append('system_messages="merge"')
+        return " and ".join(named)
 
     def out(self, msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The messages as returned: converted to one family and system messages folded
@@ -423,6 +433,41 @@ def reused_prefix(prev: Sequence[Segment], returned: Sequence[dict[str, Any]],
         if len(part) > k or part != before[:len(part)]:
             return k, cached, g.kind
     return k, cached, prev[-1].kind if prev else ""
+
+
+def conversion_break(prev: Sequence[Segment], segments: Sequence[Segment],
+                     convert: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> str:
+    """Empty when converting (`convert`, render.out) keeps an extension's prefix as it was
+    sent, else which earlier message of the previous request the conversion changed. An
+    extension (planned on the stored form, `segments`) keeps the previous context's (`prev`) leading segments that it
+    shares message for message (all of them when it only appends; fewer after a rewind or
+    a middle eviction); converted, those must give the same leading messages in the
+    previous request and in this one. A conversion that changes what came before does
+    not: a fold whose merged system text takes this call's new system block (a retrieved
+    block under "merge"), or a call item that joins the assistant message before it
+    (`to_chat`). Then the extension would claim a prefix the provider never reads back."""
+    k = 0
+    for a, b in zip(prev, segments, strict=False):
+        if a.message != b.message:
+            break
+        k += 1
+    kept = convert([g.message for g in prev[:k]])
+    sent = convert([g.message for g in prev])
+    now = convert([g.message for g in segments])
+    at = next((j for j, m in enumerate(kept) if j >= len(sent) or j >= len(now) or m != sent[j] or m != now[j]),
+              None)
+    if at is None:
+        return ""
+    # the layer of the first kept segment whose converted run reaches the changed message
+    layer = prev[k - 1].kind if k else ""
+    for end in range(k):
+        if end + 1 < k and prev[end + 1].kind == prev[end].kind:
+            continue  # one conversion per run of a kind
+        if len(convert([g.message for g in prev[:end + 1]])) > at:
+            layer = prev[end].kind
+            break
+    role = kept[at].get("role") or kept[at].get("type") or "item"
+    return f"message {at} ({role}, {layer} layer)"
 
 
 def chosen_conv(chosen: dict[str, list[Candidate]], s: str) -> str:

@@ -51,9 +51,10 @@ TALK: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize(("settings", "turns", "pin", "queries", "shares_all"), [
-    # a recall's retrieved block folded into the first message, then a call without
-    # one: the first message sent changes, nothing is shared (claimed 2 / 86 before)
-    ({"system_messages": "merge"}, TALK, PINNED, ["which hotel in Tokyo?", None], False),
+    # a call without a retrieved block, then a recall whose block folds into the first
+    # message: the first message sent changes, nothing is shared (claimed 2 / 86 before;
+    # the other way round, the epoch now keeps the block and the next call shares it all)
+    ({"system_messages": "merge"}, TALK, PINNED, [None, "which hotel in Tokyo?"], False),
     # Responses items converted to chat: text and call merge (claimed 7 / 61, sent 6 / 56)
     ({"context_format": "chat"}, RESPONSES_ROUND, None, [None, None], True),
     # chat messages converted to Responses items: text and call split (claimed 6 / 56, sent 7 / 61)
