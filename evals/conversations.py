@@ -134,7 +134,7 @@ from tiermem.tiers.formats import (
     is_control,
     repeated_call_id,
 )
-from tiermem.tiers.models import ENVELOPE_FIELDS, ID_PATTERN, parse_message
+from tiermem.tiers.models import ENVELOPE_FIELDS, ID_PATTERN, incarnation_token, parse_message
 
 Format = Literal["conversations", "locomo", "demo"]  # demo: evals.demo_data
 BAD_LINES_SHOWN = 5  # in the error that refuses a file: the first few, then a count
@@ -1122,11 +1122,12 @@ class ImportReport:
 
 
 def stored_prefix(memory: Any, conv: ConversationCount, namespace: str) -> tuple[str | None, int]:
-    """The incarnation key of `conv`'s conversation in the data dir (None when there is
-    none) and how many of `conv`'s messages it already holds, in order (0 when it is
-    new; all of them when it went on past the file). ImportConflict when a stored message
-    differs from the file's at the same position (compared by `body_digest`). Read by
-    key, so every page is of the one incarnation returned."""
+    """The incarnation of `conv`'s conversation in the data dir, as an append answers it
+    (`incarnation_token`; None when there is none), and how many of `conv`'s messages it
+    already holds, in order (0 when it is new; all of them when it went on past the file).
+    ImportConflict when a stored message differs from the file's at the same position
+    (compared by `body_digest`). Read by key, so every page is of the one incarnation
+    returned."""
     key = memory.cold.key_of(namespace, conv.conversation_id)
     if key is None:
         return None, 0
@@ -1143,7 +1144,7 @@ def stored_prefix(memory: Any, conv: ConversationCount, namespace: str) -> tuple
         if len(page) < STORED_PAGE_MESSAGES:
             break
     # a conversation that went on after the import: the file is a prefix of it, all present
-    return key, i
+    return incarnation_token(memory.cold.db_uuid, key), i
 
 
 Source = Dataset | FileData  # what an import writes from
@@ -1181,9 +1182,10 @@ def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 10
     counts = data.counts()
     # check every conversation before writing any, so a conflict writes nothing
     seen = {c.conversation_id: stored_prefix(memory, c, namespace) for c in counts}
-    starts = {cid: n for cid, (_key, n) in seen.items()}
-    # the incarnation each conversation's next chunk must go to (None: none yet)
-    incarnation: dict[str, str | None] = {cid: key for cid, (key, _n) in seen.items()}
+    starts = {cid: n for cid, (_token, n) in seen.items()}
+    # the incarnation each conversation's next chunk must go to, as appends answer it
+    # (`AppendOutcome.incarnation`, `expect_incarnation`: a token, never the key; None: none yet)
+    incarnation: dict[str, str | None] = {cid: token for cid, (token, _n) in seen.items()}
     by_id = {c.conversation_id: c for c in counts}
     for c in counts:
         report.conversations += 1
@@ -1202,15 +1204,15 @@ def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 10
         """After a conditional append found the conversation elsewhere than `first`:
         where it ends now, once what it holds is checked against the file."""
         expected = incarnation[cid]
-        key, now = stored_prefix(memory, by_id[cid], namespace)  # ImportConflict if another file's
-        if expected is not None and key != expected:
+        token, now = stored_prefix(memory, by_id[cid], namespace)  # ImportConflict if another file's
+        if expected is not None and token != expected:
             # the incarnation this import checked or wrote is gone: erased or pruned meanwhile
             raise ImportErased(cid, first, appended[cid])
-        if key is None:  # created by another writer and erased again since: as new
+        if token is None:  # created by another writer and erased again since: as new
             return first
         if now <= first:  # the same incarnation, not ending at `first`: not this file's
             raise ImportConflict(cid, first)
-        incarnation[cid] = key
+        incarnation[cid] = token
         return now
 
     def flush(cid: str) -> None:

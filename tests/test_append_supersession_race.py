@@ -103,10 +103,11 @@ def test_the_correction_is_recorded_before_append_returns(tmp_path: Path, reques
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=True) as mem:
         first = mem.append_outcome("trip", [{"role": "user", "content": OLD.format(city=city)},
                                             {"role": "assistant", "content": ACK.format(city=city)}])
-        assert first.incarnation is not None and mem._indexer is not None
+        key = mem.cold.key_of("default", "trip")  # the store's key (the outcome answers a token)
+        assert first.incarnation is not None and key is not None and mem._indexer is not None
         mem.append_many("trip", [{"role": "user" if i % 2 == 0 else "assistant",
                                   "content": FILLER.format(i=i, city=city)} for i in range(FILLER_TURNS)])
-        held = Held(embedder, first.incarnation, mem._indexer.wake.set)
+        held = Held(embedder, key, mem._indexer.wake.set)
         held.hook = mem.cold.on_embedded
         mem.cold.on_embedded = held.on_embedded
         embedder.model_identity = held.model_identity  # type: ignore[method-assign]

@@ -82,7 +82,7 @@ def test_a_correction_supersedes_a_statement_the_indexer_is_embedding(
 
             mem.cold.on_embedded = counted
             imported = mem.append_outcome("trip", msgs)
-            key = imported.incarnation
+            key = mem.cold.key_of("default", "trip")  # the store's key (the outcome answers a token)
             assert key is not None and imported.positions == list(range(IMPORT_TURNS))
             # the indexer read the import and is running the model over the old statement
             assert held.in_pool.wait(HOLD_S), "the indexer never embedded the import's pool"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tiermem import Config, ErasureReport, Memory
-from tiermem.tiers.cold import ERASE_BATCH_MESSAGES, KEY_SEPARATOR, ColdStore
+from tiermem.tiers.cold import ERASE_BATCH_MESSAGES, ColdStore
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.models import Message
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -38,17 +38,24 @@ def _open(config: Config, embedder: Embedder) -> Memory:
     return Memory(config, embedder=embedder, hot=False, background_indexing=False)
 
 
-def _fill(mem: Memory) -> None:
+def _fill(mem: Memory) -> dict[tuple[str, str], str]:
+    """Each conversation's incarnation as its append answered it (a token, which the
+    report's `keys` name it by), by (namespace, name)."""
+    tokens: dict[tuple[str, str], str] = {}
     for ns in reversed(NAMESPACES):
         for name in reversed(NAMES):
-            mem.append(name, {"role": "user", "content": f"{name} in {ns}"}, namespace=ns)
+            token = mem.append_outcome(name, [{"role": "user", "content": f"{name} in {ns}"}], namespace=ns).incarnation
+            assert token is not None
+            tokens[(ns, name)] = token
+    return tokens
 
 
-def _listed(report: ErasureReport) -> list[tuple[str, str]]:
+def _listed(report: ErasureReport, incarnations: dict[tuple[str, str], str]) -> list[tuple[str, str]]:
+    """The report's conversations, with its names and `keys` (`incarnations`: what each
+    conversation's key is there, a token in Memory's report) checked in the same order."""
     names = [(t["namespace"], t["id"]) for t in report.tombstones]
-    # the names and keys in the same order as the tombstones
     assert report.conversation_ids == [n for _ns, n in names]
-    assert [k.split(KEY_SEPARATOR)[0] for k in report.keys] == report.conversation_ids
+    assert report.keys == [incarnations[at] for at in names]
     return names
 
 
@@ -56,8 +63,8 @@ def _listed(report: ErasureReport) -> list[tuple[str, str]]:
 def test_an_erasure_lists_its_conversations_by_namespace_then_name(
         engine_config: Config, embedder: Embedder, how: str, erase: Callable[[Memory], ErasureReport]) -> None:
     with _open(engine_config, embedder) as mem:
-        _fill(mem)
-        assert _listed(erase(mem)) == EXPECTED
+        tokens = _fill(mem)
+        assert _listed(erase(mem), tokens) == EXPECTED
 
 
 def test_tombstones_list_the_oldest_erasure_first_then_by_namespace_and_name(
@@ -80,9 +87,10 @@ def test_a_batched_erasure_lists_them_in_the_same_order(tmp_path: Path, counter:
             for name in reversed(NAMES):
                 store.append_many(name, [Message(role="user", content=f"turn {t}") for t in range(BATCH_TURNS)],
                                   namespace=ns)
+        keys = {(ns, name): store.key_of(ns, name) or "" for ns in NAMESPACES for name in NAMES}
         batches: list[list[str]] = []
         report = store.delete_namespace("t", on_erased=lambda keys: batches.append(list(keys)))
         assert len(batches) > 1  # SQLite committed it in several transactions
-        assert _listed(report) == EXPECTED
+        assert _listed(report, keys) == EXPECTED  # the store's report: its keys
     finally:
         store.close()

@@ -28,7 +28,7 @@ from tiermem.adapters import mcp_server
 from tiermem.adapters.mcp_server import build_server
 from tiermem.errors import ValidationError
 from tiermem.service import schemas
-from tiermem.service.schemas import incarnation_token
+from tiermem.tiers.models import incarnation_token
 
 NS = "acme"
 TOKEN = re.compile(schemas.INCARNATION_PATTERN)
@@ -71,8 +71,9 @@ def test_written_where_expected_and_the_incarnation_chains(mem: Memory) -> None:
     assert (first[0], first[1]["position"], second[0], second[1]["position"]) == (False, 0, False, 1)
     token = first[1]["incarnation"]
     assert TOKEN.fullmatch(token) and second[1]["incarnation"] == token
-    # the HTTP service's token of the same incarnation, never the store's key
-    key = mem.append_outcome("trip", [say("c")], namespace=NS).incarnation
+    # the library's (and the HTTP service's) token of the same incarnation, never the store's key
+    assert mem.append_outcome("trip", [say("c")], namespace=NS).incarnation == token
+    key = mem.cold.key_of(NS, "trip")
     assert key is not None and token == incarnation_token(mem.cold.db_uuid, key) and key not in token
     [third] = _appends(mem, [{"message": say("d"), "expect_position": 3, "expect_incarnation": token}])
     assert third == (False, {"position": 3, "incarnation": token})

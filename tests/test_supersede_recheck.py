@@ -93,7 +93,8 @@ def test_caller_model_failure_is_rechecked_after_the_indexer_stores_the_statemen
     embedder.embed = embed  # type: ignore[method-assign]
     try:
         with memory(tmp_path, request, engine, embedder, background=True) as mem:
-            key = mem.append_outcome("trip", conversation(IMPORT_TURNS, 0)).incarnation
+            mem.append_outcome("trip", conversation(IMPORT_TURNS, 0))
+            key = mem.cold.key_of("default", "trip")  # the store's key (the outcome answers a token)
             assert key is not None
             assert in_pool.wait(HOLD_S), "the indexer never embedded the import's pool"
             try:
@@ -134,7 +135,8 @@ def test_a_target_past_the_checks_catch_up_is_rechecked_after_the_backlog(
     embedder.embed = embed  # type: ignore[method-assign]
     try:
         with memory(tmp_path, request, engine, embedder, background=True) as mem:
-            key = mem.append_outcome("trip", conversation(turns, old_at)).incarnation
+            mem.append_outcome("trip", conversation(turns, old_at))
+            key = mem.cold.key_of("default", "trip")  # the store's key (the outcome answers a token)
             assert key is not None
             assert in_pool.wait(HOLD_S), "the indexer never embedded the import's pool"
             try:
@@ -164,7 +166,8 @@ def test_no_recheck_when_nothing_was_pending(tmp_path: Path, request: pytest.Fix
                                              embedder: FastEmbedder, engine: str, text: str) -> None:
     # (c) a live append after every earlier turn has its vector: no row, no second search
     with memory(tmp_path, request, engine, embedder, background=False) as mem:
-        key = mem.append_outcome("trip", conversation(8, 0)).incarnation
+        mem.append_outcome("trip", conversation(8, 0))
+        key = mem.cold.key_of("default", "trip")  # the store's key (the outcome answers a token)
         assert key is not None
         mem.catch_up()
         assert mem.cold.pending_embeddings(key) == 0

@@ -94,6 +94,7 @@ from tiermem.tiers.lexical import forget_terms
 from tiermem.tiers.memo import memo_scope, move_scope, new_conversation_scope, remembered_for
 from tiermem.tiers.models import (
     FOLD_LINES_KEY,
+    INCARNATION_DIGEST_BYTES,
     MAX_BUDGET_TOKENS,
     AppendOutcome,
     Checkpoint,
@@ -110,6 +111,8 @@ from tiermem.tiers.models import (
     check_position,
     check_summary,
     check_text,
+    incarnation_token,
+    is_incarnation_token,
     key_name,
     message_text,
     parse_message,
@@ -156,6 +159,10 @@ MAX_FOLDS_TRIED = 16
 # conversations whose key an append finds without a lookup (Memory._keys): ~3.5 MB at
 # most with 40-character namespaces and ids; emptied when full
 MAX_KNOWN_KEYS = 10_000
+# the key a conditional append expects when the token it was given stands for no live
+# incarnation: no key is empty (a name is never empty), so the append's own check
+# refuses it as an incarnation gone since
+NO_KEY = ""
 # the longest an append waits (seconds) for another catch-up of this process (the
 # background indexer, a context's or a search's) that read its correction first to
 # record the correction's supersession (`ColdLog.wait_decided`), so that it is recorded
@@ -677,17 +684,26 @@ class Memory:
             self._keys.clear()  # a lookup per conversation again, never a wrong answer
         self._keys[(ns, name)] = key
 
-    def _erased(self, report: ErasureReport) -> None:
-        """After a retention operation: tell `erasure_hooks` what went. This Memory's
-        derived copies are gone already: the store's `on_erased` (`_forget`) dropped them
-        batch by batch, so a batch that failed after others committed leaves none of theirs."""
-        if not report.keys:
-            return
+    def _erased(self, report: ErasureReport) -> ErasureReport:
+        """After a retention operation: the report as its caller sees it (the keys gone
+        answered as their incarnations' tokens, `incarnation_token`: a key would tell that
+        an id is, or was, used in another namespace), and tell `erasure_hooks` what went
+        (in that report). This Memory's derived copies are gone already: the store's
+        `on_erased` (`_forget`) dropped them batch by batch, so a batch that failed after
+        others committed leaves none of theirs."""
+        shown = dataclasses.replace(report, keys=[self._token(k) for k in report.keys])
+        if not shown.keys:
+            return shown
         for hook in list(self.erasure_hooks):
             try:
-                hook(report)
+                hook(shown)
             except Exception:
                 log.exception("an erasure hook failed; the erasure itself is done")
+        return shown
+
+    def _token(self, key: str) -> str:
+        """A conversation's incarnation as callers see it (`incarnation_token`), never its key."""
+        return incarnation_token(self.cold.db_uuid, key)
 
     def _forget(self, keys: Sequence[str]) -> None:
         """After a retention operation this Memory did: drop every derived copy of these
@@ -954,9 +970,10 @@ class Memory:
 
         `expect_position` makes the append conditional: written only if the conversation
         goes on at that position (holds positions 0..expect_position-1; 0: it does not
-        exist yet), and with `expect_incarnation` (an earlier outcome's `incarnation`)
-        only if it is still that incarnation, not erased or pruned since (and written
-        again). Checked inside the append's write transaction, after a replay is
+        exist yet), and with `expect_incarnation` (an earlier outcome's `incarnation`: an
+        opaque token, `incarnation_token`, never the store's key; any other string is
+        refused as bad input) only if it is still that incarnation, not erased or pruned
+        since (and written again). Checked inside the append's write transaction, after a replay is
         answered; else `PositionMismatch` (the position expected and the one found) and
         nothing written. `tiermem import` appends so: an erasure during an import stops
         it instead of re-creating the conversation holding only the file's tail."""
@@ -992,6 +1009,9 @@ class Memory:
             if not isinstance(expect_incarnation, str):
                 raise ValidationError("expect_incarnation",
                                       f"must be a string (an outcome's incarnation), got {type(expect_incarnation).__name__}")
+            if not is_incarnation_token(expect_incarnation):
+                raise ValidationError("expect_incarnation", "must be an incarnation an append answered (an "
+                                      f"outcome's `incarnation`: {2 * INCARNATION_DIGEST_BYTES} lowercase hex digits)")
         if isinstance(messages, str | bytes | dict) or not isinstance(messages, Iterable):
             raise ValidationError("messages", f"must be a list of messages, got {type(messages).__name__}")
         messages = list(messages)
@@ -1020,16 +1040,22 @@ class Memory:
         # is remembered of the text answers this conversation's next calls and nobody
         # else's; a conversation not created yet has no key: its namespace and name stand
         # in, and what was remembered under them moves to the key the append issued
-        known = self._keys.get((ns, conv))
+        # a conditional append on an incarnation reads the key now (a kept one may be of
+        # an incarnation another process erased since): the token it names stands for
+        # that key if it is its token, else for NO_KEY, which no conversation has, so the
+        # append's own check (inside its transaction: race-free) refuses it as gone since
+        known = self._keys.get((ns, conv)) if expect_incarnation is None else None
         if known is None:
             known = self._lookup(ns, conv)
+        expect_key = (None if expect_incarnation is None
+                      else known if known is not None and self._token(known) == expect_incarnation else NO_KEY)
         scope = (self._scope(known) if known is not None
                  else new_conversation_scope(self.cold.db_uuid, ns, conv))
         with remembered_for(scope):
             labels = [self._label(m.text(), m.role, m.body()) for m in parsed]
             res = self.cold.append_batch(conv, parsed, namespace=ns, labels=labels, idempotency_key=idempotency_key,
                                          fingerprint=fingerprint, expect_position=expect_position,
-                                         expect_key=expect_incarnation)
+                                         expect_key=expect_key)
         # the erasures since the last check, before this call returns: PostgreSQL's append
         # reads the newest tombstone in passing, so only an erasure costs a read of its own
         # (an append stays one round trip); SQLite's read is local
@@ -1040,7 +1066,7 @@ class Memory:
                 move_scope(scope, self._scope(key))
             self._know(ns, conv, key)
         if res.replayed:  # an earlier append stored this request: what followed it was done then
-            return AppendOutcome(positions, replayed=True, incarnation=key)
+            return AppendOutcome(positions, replayed=True, incarnation=self._token(key))
         if res.created and self.hot is not None:
             # a new key is never one issued before, but Redis may predate this database's
             # key registry (a database from before incarnations): start from nothing
@@ -1079,7 +1105,7 @@ class Memory:
                         "their embedding", key, exc_info=True)
         if self._indexer is not None:
             self._indexer.wake.set()
-        return AppendOutcome(positions, incarnation=key)
+        return AppendOutcome(positions, incarnation=self._token(key))
 
     def _scope(self, key: str) -> str:
         """The memo scope of a conversation's text (tiers.memo): the classifier's,
@@ -1242,8 +1268,7 @@ class Memory:
             report = self.cold.prune(cutoff, all_namespaces=True, on_erased=self._forget)
         else:
             report = self.cold.prune(cutoff, namespace=ns, on_erased=self._forget)
-        self._erased(report)
-        return report
+        return self._erased(report)
 
     def delete_conversation(self, conversation_id: str, *, namespace: str | None = None) -> ErasureReport:
         """Erase one conversation on request: its messages and every derived byte (turn
@@ -1251,8 +1276,7 @@ class Memory:
         domain action; disk reclaimed; a tombstone with counts and no content remains."""
         _name, _ns, key = self._key(conversation_id, namespace)
         report = self.cold.delete_conversation(key, on_erased=self._forget)
-        self._erased(report)
-        return report
+        return self._erased(report)
 
     def delete_namespace(self, namespace: str) -> ErasureReport:
         """Erase every conversation of `namespace` and of the namespaces below it (a
@@ -1263,8 +1287,7 @@ class Memory:
         ns = self._ns(namespace)
         self._catch_erasures()
         report = self.cold.delete_namespace(ns, on_erased=self._forget)
-        self._erased(report)
-        return report
+        return self._erased(report)
 
     def tombstones(self, *, namespace: str | None = None) -> list[dict[str, Any]]:
         """What is left of `namespace`'s pruned and erased conversations: counts, no content."""

@@ -769,12 +769,38 @@ class AppendResult:
     erasure_mark: int | None = None
 
 
+# A conversation's incarnation as every way in answers it (`Memory.append_outcome`, an
+# erasure's report, the HTTP appends, the MCP append tool) and takes it back
+# (`expect_incarnation`): a keyed digest of the store's key, hex (`incarnation_token`)
+INCARNATION_DIGEST_BYTES = 16
+INCARNATION_PATTERN = f"^[0-9a-f]{{{2 * INCARNATION_DIGEST_BYTES}}}$"
+_INCARNATION_RE = re.compile(INCARNATION_PATTERN)
+
+
+def incarnation_token(db_uuid: str, key: str) -> str:
+    """The incarnation `key` of the database `db_uuid` as a caller sees it: the same in
+    every process of one store, the same for each append to one incarnation, and telling
+    nothing of the key (a digest keyed by the database's id, which no route answers). The
+    key itself never leaves the facade: it is the bare name the first time the name is
+    used anywhere in the database, else the name with `~` and a suffix, so a tenant would
+    read from it whether its id is, or was, used in another namespace (DESIGN invariants
+    9 and 10)."""
+    return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), key=db_uuid.encode()[:hashlib.blake2b.MAX_KEY_SIZE],
+                           digest_size=INCARNATION_DIGEST_BYTES).hexdigest()
+
+
+def is_incarnation_token(value: object) -> bool:
+    """Whether `value` has the shape of an `incarnation_token` (not whether one is live)."""
+    return isinstance(value, str) and _INCARNATION_RE.fullmatch(value) is not None
+
+
 @dataclass(frozen=True)
 class AppendOutcome:
     """`Memory.append_outcome`: the positions of the batch, and whether they come from
     an earlier append under the same idempotency key (a replay: nothing was written).
-    `incarnation`: the key of the conversation's incarnation the batch is in (what a
-    later conditional append passes as `expect_incarnation`)."""
+    `incarnation`: the conversation's incarnation the batch is in, as an opaque token
+    (`incarnation_token`: never the store's key), what a later conditional append passes
+    as `expect_incarnation`."""
 
     positions: list[int]
     replayed: bool = False
@@ -809,7 +835,10 @@ class ErasureReport:
     bytes_before: int = 0
     bytes_after: int = 0
     conversation_ids: list[str] = field(default_factory=list)  # the names, as callers know them
-    keys: list[str] = field(default_factory=list)  # the incarnations gone (derived stores key on them)
+    # the incarnations gone: below the facade their keys (derived stores key on them); as
+    # `Memory` answers the report, their tokens (`incarnation_token`, as an append's
+    # `incarnation` names them), never a key
+    keys: list[str] = field(default_factory=list)
     tombstones: list[dict[str, Any]] = field(default_factory=list)
     # False: another connection's read transaction held the SQLite WAL, whose old frames
     # (the erased rows' former pages) stay until this store's next write or close; always

@@ -6,9 +6,10 @@ it stores nothing and answers the first position; `Memory.append_outcome`; and w
 HTTP append's optional conditions, `expect_position` and `expect_incarnation`: stored only
 if the conversation goes on at that position and is still the incarnation named, else a
 tool error naming the position expected and found, nothing written; every append answers
-the conversation's `incarnation` as the HTTP service's opaque token, never the store's
-key, and a token sent back is matched against the conversation's key as HTTP's is,
-by the same function: `tiermem.service.schemas.incarnation_key`), `context` for a query under a token budget (with the plan's reasons),
+the conversation's `incarnation` as the library and the HTTP service answer it, an
+opaque token (`tiermem.tiers.models.incarnation_token`), never the store's key, and a
+token sent back goes to the library as it came, which matches it against the
+conversation's key), `context` for a query under a token budget (with the plan's reasons),
 `history` (each body with the metadata appended with it, as the HTTP history), `search`, `pin`, `unpin` and `erase` (with a confirmation argument, checked after the id's own checks). `context` answers
 OpenAI-format messages, or with `format="anthropic"` the `system` and `messages` that
 `tiermem.adapters.anthropic.to_anthropic` builds (thinking restored from the call's memory). Input that tiermem
@@ -31,7 +32,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -42,6 +43,7 @@ from tiermem.adapters.anthropic import to_anthropic
 from tiermem.config import MAX_ID_CHARS_LIMIT
 from tiermem.tiers.errors import TiermemError, ValidationError
 from tiermem.tiers.models import (
+    INCARNATION_PATTERN,
     MAX_IDEMPOTENCY_KEY_CHARS,
     MAX_POSITION,
     SearchHit,
@@ -49,9 +51,6 @@ from tiermem.tiers.models import (
     validate_id,
 )
 from tiermem.tiers.zones import TIMEZONE_DOC
-
-if TYPE_CHECKING:
-    from tiermem.memory import Memory
 
 ANTHROPIC_FORMAT = "anthropic"
 HISTORY_PAGE_MAX = 500
@@ -63,9 +62,6 @@ INSTRUCTIONS = (
     "slice of the past that fits your token budget, with the reasons each part was chosen."
 )
 
-# the service's incarnation tokens (tiermem.service.schemas.INCARNATION_PATTERN, which a test
-# holds this equal to; not imported: see `render`)
-INCARNATION_PATTERN = "^[0-9a-f]{32}$"
 ONLY_MESSAGE = "messages[0]."  # how append_outcome names a field of the one message appended
 # what the tools (schemas) and the stdio reader (guard) import on first use; `load_service`
 # imports them before serving (either loads the whole package: both named, both are used)
@@ -105,8 +101,8 @@ def load_service() -> None:
     initialised module. A burst of calls to a fresh `tiermem mcp` answered its first appends
     `ImportError: cannot import name 'NAMESPACE_HEADER'`, and the reader, importing the
     guard for a refused line meanwhile, died of a `_DeadlockError` that ended the session.
-    Their first use would load the same modules anyway (every append reads
-    `incarnation_key`): this moves those imports (0.2-0.5 s) from the first call to the start."""
+    Their first use would load the same modules anyway (every answer is rendered by
+    `schemas.finite`): this moves those imports (0.2-0.5 s) from the first call to the start."""
     for module in LAZY_SERVICE_MODULES:
         importlib.import_module(module)
 
@@ -129,23 +125,11 @@ def _search_hit(h: SearchHit) -> dict[str, Any]:
             **hit_supersession(h)}
 
 
-def _store(mem: LocalMemory) -> tuple[Memory, str]:
-    """The Memory `mem` writes through and the namespace it acts in (imported here, as
-    `_common` does: the adapters load no store before one is used)."""
-    from tiermem.memory import DEFAULT_NAMESPACE, NamespacedMemory
-
-    if isinstance(mem, NamespacedMemory):
-        return mem.memory, mem.namespace
-    return mem, DEFAULT_NAMESPACE
-
-
-def _token(mem: LocalMemory, key: str | None) -> str:
-    """The incarnation an append answered, as the HTTP service shows it: an opaque token
-    (`incarnation_token`), never the store's key. Imported here: see `render`."""
-    from tiermem.service.schemas import incarnation_token
-
-    assert key is not None, "Memory.append_outcome answered no incarnation"
-    return incarnation_token(_store(mem)[0].cold.db_uuid, key)
+def _token(token: str | None) -> str:
+    """The incarnation an append answered: the library always names it, as the opaque
+    token (`incarnation_token`) the HTTP service answers too, never the store's key."""
+    assert token is not None, "Memory.append_outcome answered no incarnation"
+    return token
 
 
 def _one_message(exc: ValidationError) -> ValidationError:
@@ -155,15 +139,6 @@ def _one_message(exc: ValidationError) -> ValidationError:
         exc.field = exc.field[len(ONLY_MESSAGE):]
         exc.args = (f"{exc.field}: {exc.problem}",)
     return exc
-
-
-def _expected_key(mem: LocalMemory, conversation_id: str, token: str | None) -> str | None:
-    """The store's key `token` stands for, read as the HTTP append reads it
-    (`incarnation_key`). Imported here: see `render`."""
-    from tiermem.service.schemas import incarnation_key
-
-    base, ns = _store(mem)
-    return incarnation_key(base, ns, conversation_id, token, base.config.max_id_chars)
 
 
 def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver | None = None,
@@ -211,16 +186,15 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
         # append_outcome's): a bad one is a tool error naming it, a failed condition the
         # library's PositionMismatch (the position expected and found), nothing written
         mem = mem_of(ctx)
-        key = guard("append", _expected_key, mem, conversation_id, expect_incarnation)
         try:
             out = mem.append_outcome(conversation_id, [message], session_id=session_id,
                                      idempotency_key=idempotency_key, expect_position=expect_position,
-                                     expect_incarnation=key)
+                                     expect_incarnation=expect_incarnation)
         except ValidationError as exc:
             raise MemoryToolError(_one_message(exc)) from None
         except (TiermemError, KeyError, ValueError) as exc:
             raise MemoryToolError(exc) from None
-        return {"position": out.positions[0], "incarnation": _token(mem, out.incarnation)}
+        return {"position": out.positions[0], "incarnation": _token(out.incarnation)}
 
     @server.tool(description="The context to send with the next model call: pinned facts, summaries, "
                  "retrieved turns and the recent tail, never more than `budget` tokens, with the plan "

@@ -15,14 +15,13 @@ is finite JSON (`finite`): no NaN, no Infinity, whatever a stored row holds. A
 `format` field picks the wire format of the messages a route takes or answers: OpenAI's
 (the default, whose answers are the same as before the field existed) or Anthropic's,
 converted by `tiermem.adapters.anthropic` alone, so HTTP and the library agree.
-A conversation's incarnation is answered as an opaque token (`incarnation_token`), never
-as the store's key: the key is the bare name the first time the name is used anywhere in
-the database, so a tenant would read from it whether its id is, or was, used elsewhere.
-A token sent back is turned into the key it stands for here alone (`incarnation_key`),
-for the HTTP appends and the MCP append tool alike.
+A conversation's incarnation is answered as an opaque token (`incarnation_token`, the
+library's own: `Memory.append_outcome` answers it), never as the store's key: the key is
+the bare name the first time the name is used anywhere in the database, so a tenant would
+read from it whether its id is, or was, used elsewhere. A token sent back goes to the
+library as it came, which alone turns it into the key it stands for.
 """
 
-import hashlib
 import math
 import re
 from collections.abc import Iterable
@@ -41,12 +40,12 @@ from tiermem.memory import (
     MAX_PIN_PRIORITY,
     MAX_SEARCH_K,
     MIN_PIN_PRIORITY,
-    Memory,
 )
 from tiermem.planner.plan import MAX_BREAKPOINTS
 from tiermem.tiers.files import INCOMPLETE_REQUEST_TEXT
 from tiermem.tiers.models import (
     ID_PATTERN,
+    INCARNATION_PATTERN,
     MAX_JSON_DEPTH,
     MAX_POSITION,
     MAX_TIMESTAMP,
@@ -55,7 +54,6 @@ from tiermem.tiers.models import (
     Message,
     StoredMessage,
     check_session_chars,
-    validate_id,
 )
 from tiermem.tiers.zones import MAX_ZONE_NAME_CHARS, TIMEZONE_DOC
 
@@ -72,10 +70,6 @@ OPENAI_FORMAT: MessageFormat = "openai"
 # and the header of an answer that replays the first one given under that key
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
-# A conversation's incarnation as the appends answer it and take it back
-# (`expect_incarnation`): a keyed digest of the store's key, hex (`incarnation_token`)
-INCARNATION_DIGEST_BYTES = 16
-INCARNATION_PATTERN = f"^[0-9a-f]{{{2 * INCARNATION_DIGEST_BYTES}}}$"
 _INCARNATION_DOC = ("the conversation's incarnation as an append answered it (`incarnation`): written only if "
                     "the conversation is still that one, not erased or pruned (and written again) since; needs "
                     "`expect_position`")
@@ -664,34 +658,6 @@ def erasure_out(report: ErasureReport) -> ErasureOut:
 def prune_out(report: ErasureReport) -> PruneOut:
     """The HTTP form of a prune's `ErasureReport`: the erasure's, with the names."""
     return PruneOut(**erasure_out(report).model_dump(), conversation_ids=list(report.conversation_ids))
-
-
-def incarnation_token(db_uuid: str, key: str) -> str:
-    """The incarnation `key` of the database `db_uuid` as the service shows it: the same in
-    every process of one store, the same for each append to one incarnation, and telling
-    nothing of the key (a digest keyed by the database's id, which no route answers)."""
-    return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), key=db_uuid.encode()[:hashlib.blake2b.MAX_KEY_SIZE],
-                           digest_size=INCARNATION_DIGEST_BYTES).hexdigest()
-
-
-# what a token matching no live incarnation stands for: no key is empty (a name is never
-# empty), so the append's own check refuses it as an incarnation gone since
-NO_KEY = ""
-
-
-def incarnation_key(mem: Memory, namespace: str, conversation_id: str, token: str | None,
-                    max_id_chars: int) -> str | None:
-    """The store's key `token` (an `incarnation` an append answered: `incarnation_token`)
-    stands for, read now: the conversation's key if its token is `token`, else `NO_KEY`,
-    which no conversation has; None for no token. Race-free where it counts: the append
-    checks the key again inside its transaction, so an incarnation gone since is refused
-    there. The HTTP appends and the MCP append tool both read it here; the id is checked
-    first against the caller's `max_id_chars`, as the append checks it."""
-    if token is None:
-        return None
-    conv = validate_id(conversation_id, "conversation_id", max_id_chars)
-    key = mem.cold.key_of(namespace, conv)
-    return key if key is not None and incarnation_token(mem.cold.db_uuid, key) == token else NO_KEY
 
 
 def error_body(loc: Iterable[str | int], msg: str, type_: str) -> dict[str, Any]:

@@ -24,11 +24,10 @@ conversation goes on at that position and is still that incarnation, else 409
 (`PositionMismatch`) and nothing written, checked inside the append's own transaction,
 after the messages are validated and a replay under a key answered (a replay answers the
 first outcome, whatever the log holds now). Both answer the `incarnation` the messages
-went to, as the opaque token `incarnation_token` makes of the store's key; a token sent
-back is matched against the conversation's key now (`schemas.incarnation_key`, which the
-MCP append tool reads it by too), and one that does not match (or no conversation) is
-passed on as a key no conversation has, so the append's own check refuses it as a gone
-incarnation.
+went to as the library answers it, the opaque token `incarnation_token` makes of the
+store's key, and pass a token sent back to the library as it came: `Memory.append_outcome`
+matches it against the conversation's key now (the MCP append tool's too), and one that
+does not match (or no conversation) is refused as a gone incarnation.
 """
 
 import re
@@ -44,7 +43,7 @@ from tiermem.memory import MAX_HISTORY_PAGE
 from tiermem.service.auth import NAMESPACE_HEADER, Ns
 from tiermem.service.handlers import body_refusal
 from tiermem.service.head import HeadRoute
-from tiermem.service.runtime import Runtime, RuntimeDep
+from tiermem.service.runtime import RuntimeDep
 from tiermem.service.schemas import (
     APPEND_ERRORS,
     APPENDED,
@@ -71,8 +70,6 @@ from tiermem.service.schemas import (
     PinOut,
     error_type,
     finite,
-    incarnation_key,
-    incarnation_token,
     stored_out,
 )
 from tiermem.tiers.models import (
@@ -143,11 +140,10 @@ def _replayed(response: Response, replayed: bool) -> None:
 def append(conversation_id: ConvId, message: ConditionalMessageIn, ns: Ns, runtime: RuntimeDep, response: Response,
            idempotency_key: IdempotencyKey = None) -> AppendOut:
     key = _checked_key(idempotency_key)
-    expect_key = incarnation_key(runtime.mem(), ns, conversation_id, message.expect_incarnation,
-                                 runtime.config.max_id_chars)
     try:  # the body as sent, nulls included; the conditions are declared fields, not of the body
         out = runtime.mem().append_outcome(conversation_id, [message], namespace=ns, idempotency_key=key,
-                                           expect_position=message.expect_position, expect_incarnation=expect_key)
+                                           expect_position=message.expect_position,
+                                           expect_incarnation=message.expect_incarnation)
     except PositionMismatch as exc:
         raise _mismatch(exc, message.expect_incarnation) from None
     except ValidationError as exc:
@@ -158,7 +154,7 @@ def append(conversation_id: ConvId, message: ConditionalMessageIn, ns: Ns, runti
         raise
     _replayed(response, out.replayed)
     return AppendOut(conversation_id=conversation_id, position=out.positions[0],
-                     incarnation=_token(runtime, out.incarnation))
+                     incarnation=_token(out.incarnation))
 
 
 @conversation_routes.post(
@@ -177,12 +173,10 @@ def append_batch(conversation_id: ConvId, batch: BatchIn, ns: Ns, runtime: Runti
         sent_as: list[int] | None = None
     else:
         messages, sent_as = _from_anthropic(batch.messages, runtime.config.max_metadata_bytes)
-    expect_key = incarnation_key(runtime.mem(), ns, conversation_id, batch.expect_incarnation,
-                                 runtime.config.max_id_chars)
     try:
         out = runtime.mem().append_outcome(conversation_id, messages, namespace=ns, session_id=batch.session_id,
                                            idempotency_key=key, expect_position=batch.expect_position,
-                                           expect_incarnation=expect_key)
+                                           expect_incarnation=batch.expect_incarnation)
     except PositionMismatch as exc:
         raise _mismatch(exc, batch.expect_incarnation) from None
     except ValidationError as exc:
@@ -195,13 +189,14 @@ def append_batch(conversation_id: ConvId, batch: BatchIn, ns: Ns, runtime: Runti
         raise
     _replayed(response, out.replayed)
     return BatchOut(conversation_id=conversation_id, positions=out.positions,
-                    incarnation=_token(runtime, out.incarnation))
+                    incarnation=_token(out.incarnation))
 
 
-def _token(runtime: Runtime, key: str | None) -> str:
-    """The incarnation an append answers (`Memory.append_outcome` always names it)."""
-    assert key is not None, "Memory.append_outcome answered no incarnation"
-    return incarnation_token(runtime.mem().cold.db_uuid, key)
+def _token(token: str | None) -> str:
+    """The incarnation an append answers: `Memory.append_outcome` always names it, as
+    the opaque token (`incarnation_token`) the answer carries."""
+    assert token is not None, "Memory.append_outcome answered no incarnation"
+    return token
 
 
 def _from_anthropic(sent: list[MessageIn], max_metadata_bytes: int) -> tuple[list[dict[str, Any]], list[int]]:
