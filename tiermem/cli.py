@@ -198,6 +198,9 @@ class CliState:
     debug: bool = False
     embedder: Embedder | None = None  # injectable: tests share one loaded model
     _config: Config | None = field(default=None, repr=False)
+    # the config of the store this command opened (`memory`, serve): a damaged SQLite file
+    # found mid-read is named by its path (`damaged_database_line`)
+    opened: Config | None = field(default=None, repr=False)
 
     @property
     def namespace(self) -> str:
@@ -301,6 +304,7 @@ class CliState:
         _ = self.namespace
         if not create:
             self.need_stored(cfg)
+        self.opened = cfg
         mem: Memory
         if hot:
             with naming_the_database(cfg):
@@ -322,6 +326,20 @@ SQLITE_CORRUPT = 11
 SQLITE_NOTADB = 26
 
 
+def _sqlite_damage(exc: BaseException) -> BaseException | None:
+    """The error in `exc`'s chain (itself, its causes and contexts) that is SQLite's for a
+    damaged file or one that is no database; None when there is none."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        code = getattr(e, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB):
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
 @contextmanager
 def naming_the_database(cfg: Config) -> Iterator[None]:
     """Around opening the store `cfg` names: a SQLite file that is no database, or a
@@ -331,17 +349,26 @@ def naming_the_database(cfg: Config) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        seen: set[int] = set()
-        e: BaseException | None = exc
-        while e is not None and id(e) not in seen:
-            seen.add(id(e))
-            code = getattr(e, "sqlite_errorcode", None)
-            if cfg.cold_url is None and isinstance(code, int) and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB):
-                raise CliError(f"{cfg.db_path} cannot be read as a tiermem database ({_driver_words(e)}): the file "
-                               "is damaged or is no SQLite database; check --data-dir or data_dir, or restore the "
-                               "file from a backup") from None
-            e = e.__cause__ or e.__context__
+        damage = _sqlite_damage(exc) if cfg.cold_url is None else None
+        if damage is not None:
+            raise CliError(f"{cfg.db_path} cannot be read as a tiermem database ({_driver_words(damage)}): the "
+                           "file is damaged or is no SQLite database; check --data-dir or data_dir, or restore "
+                           "the file from a backup") from None
         raise
+
+
+def damaged_database_line(exc: BaseException, opened: Config | None) -> str | None:
+    """The one line for `exc` when it is SQLite's for a damaged file met after the store
+    `opened` was opened (a read that reached pages overwritten since: "database disk image
+    is malformed"): it names the file, which the driver's words do not. None for any other
+    error, and for a PostgreSQL store (the server's to report)."""
+    if opened is None or opened.cold_url is not None:
+        return None
+    damage = _sqlite_damage(exc)
+    if damage is None:
+        return None
+    return (f"{opened.db_path} is damaged ({_driver_words(damage)}): it opened, but part of it cannot be read; "
+            "restore the file from a backup")
 
 
 def _debug_requested(ctx: click.Context) -> bool:
@@ -401,6 +428,9 @@ class TiermemGroup(click.Group):
             except Exception as exc:
                 if _debug_requested(ctx):
                     raise
+                damaged = damaged_database_line(exc, getattr(ctx.obj, "opened", None))
+                if damaged is not None:
+                    raise CliError(damaged) from None
                 several = ctx.invoked_subcommand in SEVERAL_TRANSACTION_COMMANDS
                 raise CliError(one_line(exc, several_transactions=several)) from None
 
@@ -1030,9 +1060,16 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
     # prepare its directory) is a warning, as for `mcp` and the read commands: the service
     # answers from the cold log, /healthz says "degraded" (and the cold tier "read-only"
     # where the dir cannot be written), and writes there answer 503 unwritten.
-    mem, why = open_with_fallback(cfg, embedder=state.embedder, background_indexing=True)
+    # A file that is no database, or a damaged one, is named as the other commands name it
+    # (`naming_the_database`); the hot tier's error is the file's, not the database's
+    # (a Redis launch.lock refused: "PATH: Permission denied", not "the database cannot be
+    # written")
+    state.opened = cfg
+    with naming_the_database(cfg):
+        mem, why = open_with_fallback(cfg, embedder=state.embedder, background_indexing=True)
     if why is not None:
-        click.echo(f"warning: hot tier unavailable ({one_line(why)}); answering from the cold log", err=True)
+        click.echo(f"warning: hot tier unavailable ({one_line(why, the_store=False)}); answering from the cold log",
+                   err=True)
     click.get_current_context().call_on_close(mem.close)
     hand_over(app, mem)
     import uvicorn
