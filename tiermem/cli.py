@@ -1695,8 +1695,12 @@ def consolidate(state: CliState, watch: bool, interval: float | None, as_json: b
                            err=True)
             raise click.exceptions.Exit(1)
         return
-    sched.start(run_now=True)
-    try:  # Ctrl-C as soon as the line below is read stops it as cleanly as later
+    try:
+        # Ctrl-C as soon as the scheduler's thread runs (its first run under way) or the
+        # line below is read stops it as cleanly as later: the scheduler is stopped before
+        # the store is closed. Started outside this block, a Ctrl-C right after the start
+        # closed the store under the run ("the store is closed" logged) and exited 130
+        sched.start(run_now=True)
         click.echo(f"consolidating every {sched.interval_s:g}s; Ctrl-C to stop", err=True)
         while True:
             time.sleep(sched.interval_s)
