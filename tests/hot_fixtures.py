@@ -349,6 +349,15 @@ class RefConversation:
         window = self.members[self.head : max(self.head, len(self.members) - self.tail)]
         return [p for p in window if not self.turns[p].pinned]
 
+    def demotable(self) -> list[int]:
+        """The pins a demotion picks from: every pin while the pins alone pass the budget,
+        else those outside the protected head and tail (the budget is hard but for them)."""
+        if self.pinned_total > self.budget:
+            window = self.members
+        else:
+            window = self.members[self.head : max(self.head, len(self.members) - self.tail)]
+        return [p for p in window if self.turns[p].pinned]
+
     @staticmethod
     def victim_index(n_candidates: int, bias: float) -> int:
         return max(0, math.ceil((1 - bias) * ((n_candidates - 1) / 2) - 0.5))
@@ -364,8 +373,7 @@ class RefConversation:
                 self._remove(victim)
                 self.evictions += 1
                 evicted.append(victim)
-            elif self.pinned_total > self.budget:
-                pins = [p for p in self.members if self.turns[p].pinned]
+            elif pins := self.demotable():
                 worst = min(pins, key=lambda p: (self.turns[p].priority, p))
                 self.demoted[worst] = self._remove(worst).tokens
                 demoted.append(worst)

@@ -34,7 +34,9 @@ from tiermem.tiers.redis_server import EmbeddedRedis
 GEN = "gen-1"
 BUDGET = 100
 TOKENS = 30
-PINNED = (1, 2, 3, 4)  # four pins of 30 tokens over a budget of 100: the oldest is demoted
+# four pins of 30 tokens over a budget of 100, with the protected first and last turns: the
+# three oldest are demoted (tiers.hot: hard but for the protected turns), the newest stays
+PINNED = (1, 2, 3, 4)
 FILLER = "paid by bank transfer from the account in Lisbon"  # makes each appended turn ~25 tokens
 
 
@@ -88,7 +90,7 @@ def _written(hot: HotTier, write: Callable[[HotTier, str], object]) -> str:
     conv = f"c-{uuid.uuid4().hex}"
     write(hot, conv)
     whole = hot.read(conv)
-    assert whole is not None and whole.demoted == [1] and len([t for t in whole.turns if t.pinned]) == 3
+    assert whole is not None and whole.demoted == [1, 2, 3] and [t.position for t in whole.turns if t.pinned] == [4]
     return conv
 
 

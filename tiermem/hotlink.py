@@ -26,12 +26,14 @@ what to do when Redis is gone.
   RESTORED_RECHECK_S), the link compares the Redis's erasure marker with the store's
   newest tombstone and, when it is missing or older, deletes the keys of the
   conversations tombstoned since, with a log line (tiermem.hot_restored).
-- A set built under another `hot_budget_tokens` (the setting changed between runs) is
-  rebuilt on its next read, so the budget in force is the configured one from then on;
-  once per conversation and process: two processes sharing a Redis with different
-  budgets (a rolling deploy, a misconfigured worker) would otherwise rebuild each
-  other's sets on every read. After that one rebuild each process's own writes evict
-  under its own budget, and the mismatch is logged once.
+- A set built under another `hot_budget_tokens`, `head_protect`, `tail_protect` or
+  `eviction_bias` (a setting changed between runs; the set's meta records the four) is
+  rebuilt on its next read, so the rules in force are the configured ones from then on;
+  a set whose meta lacks the last three (written by a version before they were
+  recorded) is rebuilt so too. Once per conversation and process: two processes sharing
+  a Redis with different settings (a rolling deploy, a misconfigured worker) would
+  otherwise rebuild each other's sets on every read. After that one rebuild each
+  process's own writes evict under its own settings, and the mismatch is logged once.
 - Pin and unpin write into a set only of this log's generation: in a Redis shared with
   another database, a set under the same key that is not ours is left alone (the next
   read rebuilds ours from the log, pin included). Stats count only our sets.
@@ -167,8 +169,8 @@ if TYPE_CHECKING:
     from tiermem.tiers.store import ColdLog
 
 log = logging.getLogger("tiermem.hot")
-# conversations a HotLink remembers having rebuilt for a budget mismatch (the memory is
-# cleared when full: at worst one more rebuild each)
+# conversations a HotLink remembers having rebuilt for a budget or eviction rule mismatch
+# (the memory is cleared when full: at worst one more rebuild each)
 MAX_BUDGET_REBUILDS_TRACKED = 100_000
 # positions whose bodies one read of a rebuild fetches: well under the bound parameters
 # of a statement (SQLite 32,766, PostgreSQL 65,535) for a set of any budget
@@ -295,9 +297,10 @@ class HotLink:
         # every conversation's set (stats() does that, per namespace, on demand)
         self.evictions = 0
         self.demotions = 0
-        # conversations rebuilt once for a set stored under another budget (_sync)
-        self._budget_rebuilt: set[str] = set()
-        self._budget_mismatch_logged = False
+        # conversations rebuilt once for a set stored under another budget or other
+        # eviction rules (_sync)
+        self._rules_rebuilt: set[str] = set()
+        self._rules_mismatch_logged = False
         # the hot sets and epoch states hold counts of the store's former tokenizer, not yet
         # dropped (`drop_counted`: Redis failed it)
         self._counted_owed = False
@@ -679,17 +682,21 @@ class HotLink:
         # being rebuilt from rows read before it (tiers.hot, pin stamps)
         if hs is None or hs.generation != gen or hs.pins_behind:
             return self._rebuild(conversation_id), True, True
-        if hs.budget != self.tier.budget_tokens:
-            if conversation_id not in self._budget_rebuilt:
-                if len(self._budget_rebuilt) >= MAX_BUDGET_REBUILDS_TRACKED:
-                    self._budget_rebuilt.clear()
-                self._budget_rebuilt.add(conversation_id)
+        tier = self.tier
+        kept = (hs.budget, hs.head_protect, hs.tail_protect, hs.eviction_bias)
+        configured = (tier.budget_tokens, tier.head_protect, tier.tail_protect, tier.eviction_bias)
+        # None (a meta of a version before the rules were recorded) never matches: rebuilt once
+        if kept != configured:
+            if conversation_id not in self._rules_rebuilt:
+                if len(self._rules_rebuilt) >= MAX_BUDGET_REBUILDS_TRACKED:
+                    self._rules_rebuilt.clear()
+                self._rules_rebuilt.add(conversation_id)
                 return self._rebuild(conversation_id), True, True
-            if not self._budget_mismatch_logged:
-                self._budget_mismatch_logged = True
-                log.warning("another process sharing this Redis writes hot sets under hot_budget_tokens=%d "
-                            "(this one: %d); every process should use one budget", hs.budget,
-                            self.tier.budget_tokens)
+            if not self._rules_mismatch_logged:
+                self._rules_mismatch_logged = True
+                log.warning("another process sharing this Redis writes hot sets under %s (this one: %s); every "
+                            "process should use one hot_budget_tokens, head_protect, tail_protect and "
+                            "eviction_bias", _rules_text(kept), _rules_text(configured))
         # The log from the set's last position on: its first row must be the very turn the
         # set ends with (module docstring: a set ahead of the log, or from a discarded
         # timeline, is rebuilt); the rest, if any, are the appends the set missed.
@@ -1115,3 +1122,10 @@ def pin_state(row: TurnRow) -> tuple[bool, int]:
         if row.priority >= AUTO_PIN_MIN_PRIORITY:
             return True, row.priority
     return False, row.priority
+
+
+def _rules_text(rules: tuple[int, int | None, int | None, float | None]) -> str:
+    """A set's budget and eviction rules as the settings name them, for a log line."""
+    names = ("hot_budget_tokens", "head_protect", "tail_protect", "eviction_bias")
+    return " ".join(f"{name}={'unrecorded' if value is None else value}"
+                    for name, value in zip(names, rules, strict=True))

@@ -19,12 +19,15 @@ Invariants:
   middle ("lost in the middle"), while drifting a quarter of the way toward older turns,
   so that of turns equally far from the middle the older goes first and the set does
   not keep ancient middle turns forever.
-- Pinned members are never evicted. When there is no candidate left and the pins alone
-  exceed the budget, the lowest-priority pin (then the oldest) is demoted: removed from
-  the hot set and recorded in the meta (`demoted` positions and their tokens), so the
-  caller can represent it in the warm tier. When only protected turns keep the total
-  over the budget, eviction stops and `overflow_tokens = total - budget` is reported.
-  Nothing is ever dropped without being reported.
+- Pinned members are never evicted. When there is no candidate left and the total still
+  exceeds the budget, a pin is demoted: removed from the hot set and recorded in the
+  meta (`demoted` positions and their tokens), so the caller can represent it in the
+  warm tier (it stays pinned in the log, and the context shows it among the pins). The
+  lowest-priority pin (then the oldest) goes: of all pins while the pins alone exceed
+  the budget, else of those outside the protected head and tail, so that the budget is
+  hard but for the protected turns. When only protected turns (pinned ones among them)
+  keep the total over the budget, eviction stops and `overflow_tokens = total - budget`
+  is reported. Nothing is ever dropped without being reported.
 - Eviction touches only these Redis keys; it never reaches the cold log.
 - `admit` is idempotent per position (a position at or below the last admitted one is a
   no-op, so a retried script cannot resurrect an evicted turn) and it checks that the
@@ -115,7 +118,9 @@ Invariants:
   or key HotAccessDenied; a wrong or missing password as redis-py's AuthenticationError.
 
 Key layout per conversation, tag T = `{tm:<escaped id>}`:
-  T:meta  hash  gen, total, budget, last, tip, evictions, overflow, demoted_tokens,
+  T:meta  hash  gen, total, budget, head, tail, bias (the head_protect, tail_protect and
+                eviction bias it was kept under; absent: written before they were
+                recorded), last, tip, evictions, overflow, demoted_tokens,
                 members, pins, demoted_pins (counts of T:z, T:pin, T:d),
                 counted (COUNT_STAMP_FIELDS' values when the counts were written, '|'-joined),
                 pinstamp (the pin stamp the set has seen; '' none),
@@ -233,7 +238,8 @@ APPLY_LUA = OOM_PROBE_LUA + r"""
 -- KEYS[5] pin hash, KEYS[6] demoted hash, KEYS[7] pin stamp hash (all of one
 -- conversation, one hash tag; KEYS[7] only for the live set, a replay's scratch has none).
 -- ARGV[1] generation; ARGV[2] budget; ARGV[3] head_protect; ARGV[4] tail_protect;
--- ARGV[5] eviction bias in [0, 1];
+-- ARGV[5] eviction bias in [0, 1] (ARGV[2..5] are stored in the meta as 'budget', 'head',
+-- 'tail', 'bias', as given);
 -- ARGV[6] flags: c = check consistency, and that the first new admit follows the stored
 --                    last position (later ones in the same call need only ascend),
 --                g = check the stored generation equals ARGV[1],
@@ -505,22 +511,38 @@ local function victim_index()
   end
 end
 
+-- Index in members of the lowest-priority pin (the oldest on equal priority: a strict <
+-- in position order) among indices lo..hi, or nil when none is pinned there.
+local function lowest_pin(lo, hi)
+  local best, best_pri
+  for i = lo, hi do
+    local r = pri[members[i]]
+    if r and (best == nil or r < best_pri) then best, best_pri = i, r end
+  end
+  return best
+end
+
 local function enforce()
   while total > budget do
     local n = #members
     local v = victim_index()
+    local best = nil
+    if v == nil then
+      if pinned_total > budget then
+        -- the pins alone pass the budget: any of them, protected or not
+        best = lowest_pin(1, n)
+      elseif n_pins > 0 then
+        -- the pins fit but with the protected turns they do not: the budget is hard but
+        -- for the protected turns (README), so a pin outside them goes
+        best = lowest_pin(head + 1, n - tail)
+      end
+    end
     if v then
       local p = remove_at(v)
       n_evicted = n_evicted + 1
       evictions = evictions + 1
       if want_evicted then ev_out[#ev_out + 1] = p end
-    elseif pinned_total > budget then
-      -- Scanning in position order with a strict < keeps the oldest on equal priority.
-      local best, best_pri
-      for i = 1, n do
-        local r = pri[members[i]]
-        if r and (best == nil or r < best_pri) then best, best_pri = i, r end
-      end
+    elseif best then
       local p, t = remove_at(best)
       demoted[p] = t
       dtokens = dtokens + t
@@ -689,9 +711,12 @@ if exists and meta.gen then gen = meta.gen end
 local tip = meta.tip or ''
 if last ~= stored_last then tip = tip_arg end
 mark()
-redis.call('HSET', meta_key, 'gen', gen, 'total', total, 'budget', budget, 'last', last, 'tip', tip,
-  'evictions', evictions, 'overflow', overflow, 'demoted_tokens', dtokens, 'members', #members, 'pins', n_pins,
-  'demoted_pins', n_demoted, 'counted', count_stamp(last, total, evictions, dtokens), 'pinstamp', pinstamp)
+-- the eviction rules the set was kept under, as given (tiermem.hotlink rebuilds a set kept
+-- under others)
+redis.call('HSET', meta_key, 'gen', gen, 'total', total, 'budget', budget, 'head', ARGV[3], 'tail', ARGV[4],
+  'bias', ARGV[5], 'last', last, 'tip', tip, 'evictions', evictions, 'overflow', overflow,
+  'demoted_tokens', dtokens, 'members', #members, 'pins', n_pins, 'demoted_pins', n_demoted,
+  'counted', count_stamp(last, total, evictions, dtokens), 'pinstamp', pinstamp)
 if pinver then redis.call('HSET', meta_key, 'pinver', pinver) end
 if ttl > 0 then
   for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
@@ -734,7 +759,8 @@ LOAD_LUA = OOM_PROBE_LUA + r"""
 -- ARGV[1] generation, [2] total, [3] budget, [4] last, [5] tip, [6] evictions,
 -- [7] overflow, [8] demoted tokens, [9] idle TTL in ms (0: none), [10] the pin stamp
 -- read before the rows the replay ran on (meta 'pinstamp'), [11] the log's pin version
--- read before them (meta 'pinver'; '' none); then the count of
+-- read before them (meta 'pinver'; '' none), [12] head_protect, [13] tail_protect, [14]
+-- eviction bias (meta 'head', 'tail', 'bias', as given); then the count of
 -- members and position, tokens, payload for each (ascending); the count of pins and
 -- position, priority for each; the count of demoted pins and position, tokens for each.
 -- Replaces the conversation's set by this one (a replay simulated by the caller,
@@ -747,7 +773,7 @@ local function call_chunked(cmd, key, list)
     redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
   end
 end
-local i = 12
+local i = 15
 local n = tonumber(ARGV[i])
 i = i + 1
 local zargs, targs, pargs = {}, {}, {}
@@ -775,10 +801,10 @@ for _, key in ipairs({pin_key, d_key}) do
   counts[#counts + 1] = m
   i = i + 1 + 2 * m
 end
-redis.call('HSET', meta_key, 'gen', ARGV[1], 'total', ARGV[2], 'budget', ARGV[3], 'last', ARGV[4], 'tip', ARGV[5],
-  'evictions', ARGV[6], 'overflow', ARGV[7], 'demoted_tokens', ARGV[8], 'members', n, 'pins', counts[1],
-  'demoted_pins', counts[2], 'counted', table.concat({ARGV[4], ARGV[2], ARGV[6], ARGV[8]}, '|'),
-  'pinstamp', ARGV[10])
+redis.call('HSET', meta_key, 'gen', ARGV[1], 'total', ARGV[2], 'budget', ARGV[3], 'head', ARGV[12],
+  'tail', ARGV[13], 'bias', ARGV[14], 'last', ARGV[4], 'tip', ARGV[5], 'evictions', ARGV[6], 'overflow', ARGV[7],
+  'demoted_tokens', ARGV[8], 'members', n, 'pins', counts[1], 'demoted_pins', counts[2],
+  'counted', table.concat({ARGV[4], ARGV[2], ARGV[6], ARGV[8]}, '|'), 'pinstamp', ARGV[10])
 if ARGV[11] ~= '' then redis.call('HSET', meta_key, 'pinver', ARGV[11]) end
 local ttl = tonumber(ARGV[9])
 if ttl > 0 then
@@ -895,6 +921,11 @@ class HotSet:
     # the log's pin version the set reflects (meta 'pinver'; module docstring, pin
     # versions); None when not known (a set written before pin versions, or without one)
     pin_version: int | None = None
+    # the eviction rules the set was kept under (meta 'head', 'tail', 'bias'); None when
+    # not recorded (a set written before they were)
+    head_protect: int | None = None
+    tail_protect: int | None = None
+    eviction_bias: float | None = None
 
 
 @dataclass(frozen=True)
@@ -1154,9 +1185,18 @@ def simulate_replay(
                 del members[bisect.bisect_left(members, victim)]
                 total -= tok.pop(victim)
                 evictions += 1
-            elif pinned_total > budget:
-                # the lowest priority, the oldest among equals (the first in position order)
-                worst = min(pinned, key=pins.__getitem__)
+                continue
+            # enforce's demotion: the lowest priority, the oldest among equals (the first
+            # in position order), of every pin when the pins alone pass the budget, else
+            # of the pins outside the protected turns (APPLY_LUA lowest_pin)
+            if pinned_total > budget:
+                among = pinned
+            elif lo <= hi:
+                among = pinned[bisect.bisect_left(pinned, members[lo]):bisect.bisect_right(pinned, members[hi])]
+            else:
+                among = []
+            if among:
+                worst = min(among, key=pins.__getitem__)
                 pinned.remove(worst)
                 del members[bisect.bisect_left(members, worst)]
                 t = tok.pop(worst)
@@ -1418,7 +1458,8 @@ class HotTier:
         as pinned when `turn` is given, else HotTurnNotResident; one past the set's last
         admitted position raises HotStale 'ahead', nothing written (the log holds it and
         its admit has not run yet: catch the set up and pin again). Pinning can demote
-        lower-priority pins (possibly this one) when pins alone exceed the budget.
+        lower-priority pins (possibly this one) when the set passes the budget with no
+        unpinned turn left to evict (module docstring).
         Without a stored set for the conversation this is a no-op (all zeros): the
         caller's next read rebuilds the set from the log, with the pin. A stored set of
         another generation raises HotStale, nothing written: it is not this log's. With
@@ -1487,6 +1528,9 @@ class HotTier:
                 tip=meta.get("tip", ""),
                 pins_behind=meta.get("pinstamp", "") != (doc.get("s") or ""),
                 pin_version=int(meta["pinver"]) if meta.get("pinver") else None,
+                head_protect=int(meta["head"]) if "head" in meta else None,
+                tail_protect=int(meta["tail"]) if "tail" in meta else None,
+                eviction_bias=float(meta["bias"]) if "bias" in meta else None,
             )
         except (KeyError, ValueError):
             return None
@@ -1606,7 +1650,8 @@ class HotTier:
         Raises KeyError, having written nothing, when `payloads` lacks a member."""
         args: list[Any] = [generation, state.total, self.budget_tokens, state.last, tip, state.evictions,
                            max(0, state.total - self.budget_tokens), sum(state.demoted.values()),
-                           self.idle_ttl_ms, pin_stamp, _version_arg(pin_version), len(state.members)]
+                           self.idle_ttl_ms, pin_stamp, _version_arg(pin_version), self.head_protect,
+                           self.tail_protect, self._bias_arg, len(state.members)]
         for p in state.members:
             payload = payloads[p]
             if not isinstance(payload, str):
