@@ -89,13 +89,13 @@ REGRESSIONS: list[tuple[str, Any, str]] = [
     # integer (past MAX_JSON_INT_DIGITS, the one limit of every way in)
     ("huge int input", _use(input={"n": HUGE_INT}), "content[0].input.n"),
     # a tool's input holding NaN: stored as arguments `{"n": NaN}`, not JSON, sent back as NaN
-    ("NaN input", _use(input={"n": float("nan")}), "content[0]"),
+    ("NaN input", _use(input={"n": float("nan")}), "content[0].input.n"),
     # citations with a lone surrogate: measuring the metadata raised UnicodeEncodeError
-    ("surrogate citation", _text(citations=[{"cited_text": "\udfff"}]), "content[0]"),
+    ("surrogate citation", _text(citations=[{"cited_text": "\udfff"}]), "content[0].citations[0].cited_text"),
     # a reply's usage with NaN: measuring the metadata raised ValueError
-    ("NaN usage", {**REPLY, "usage": {"input_tokens": float("nan")}}, "message"),
+    ("NaN usage", {**REPLY, "usage": {"input_tokens": float("nan")}}, "usage.input_tokens"),
     # a text with a lone surrogate: accepted, then refused by the store as `content`, not the block
-    ("surrogate text", _text(text="a\ud800"), "content[0]"),
+    ("surrogate text", _text(text="a\ud800"), "content[0].text"),
     # a string content with a lone surrogate: accepted, refused by the store only
     ("surrogate string content", {"role": "user", "content": "\udfff"}, "content"),
     # a tool_use id past the stored form's limit: accepted, refused by the store as `tool_calls[0].id`

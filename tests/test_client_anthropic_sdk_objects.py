@@ -75,7 +75,7 @@ UNSENDABLE: list[tuple[str, Any, str, str]] = [
     # below a key that is no plain name: named as far as the keys are, the rest quoted
     ("under-a-quoted-key", {"role": "assistant", "content": [
         {"type": "tool_use", "id": "toolu_04", "name": "book", "input": {"check in": {"at": dt.time(15)}}}]},
-     "messages[1].content[0].input", "at 'check in'.at: cannot be sent as JSON"),
+     "messages[1].content[0].input", "at 'check in'.at: cannot be stored as JSON"),
 ]
 
 KINDS = ["sync", "async"]  # Client, AsyncClient: one request builder, two senders

@@ -378,7 +378,7 @@ def _anthropic_wire(message: Any) -> bytes:
     try:
         return _json_bytes(out)
     except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
-        raise unencodable(out, "sent") from None
+        raise unencodable(out) from None
 
 
 def request_bytes(value: Any) -> int:
@@ -571,7 +571,9 @@ class _Calls:
                 # fields; it is checked by encoding it, and those bytes are sent
                 wire.append(_wire(m, self.server_limits) if format == OPENAI_FORMAT else _anthropic_wire(m))
             except ValidationError as exc:
-                raise ValidationError(f"messages[{i}].{exc.field}", exc.problem) from None
+                # named as `Memory` names a batch's message, its class kept (a LimitExceeded:
+                # the value and the limit, as `append` and the library raise it)
+                raise exc.renamed(f"messages[{i}].{exc.field}") from None
             except (TypeError, ValueError):
                 raise ValidationError(f"messages[{i}]", f"must be an object, got {type(m).__name__}") from None
         rest: dict[str, Any] = {"format": format, **conditions}

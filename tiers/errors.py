@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,6 +27,15 @@ class ValidationError(TiermemError, ValueError):
         self.field = field
         self.problem = problem
         super().__init__(f"{field}: {problem}")
+
+    def renamed(self, field: str) -> Self:
+        """This refusal, naming `field` (where the caller put the value: a batch's
+        `messages[2].content` for its message's `content`); its class and a subclass's own
+        attributes (a `LimitExceeded`'s value and limit) kept, which a new `ValidationError`
+        of the problem would lose."""
+        self.field = field
+        self.args = (f"{field}: {self.problem}",)
+        return self
 
 
 # How much of a refused value an error quotes: enough to recognise it, never a whole

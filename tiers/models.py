@@ -578,7 +578,7 @@ def parse_message(
         encoded = json.dumps(body, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError):
         # a date, NaN, an object no SDK made, in a payload kept verbatim: named by its place
-        raise unencodable(body, "stored") from None
+        raise unencodable(body) from None
     except RecursionError:
         raise ValidationError("message", "is nested too deeply to store") from None
     size = content_bytes(body)

@@ -70,13 +70,14 @@ def plain_deep(value: Any, plain: Callable[[Any], Any]) -> Any:
     return plain(value)
 
 
-def json_problem(value: Any, verb: str) -> str | None:
-    """Why `value` (a scalar, or an object JSON has no form for) cannot be `verb` (stored,
-    sent) as JSON; None when it can."""
+def json_problem(value: Any) -> str | None:
+    """Why `value` (a scalar, or an object JSON has no form for) cannot be stored as JSON;
+    None when it can. The one wording of that refusal, whoever finds it (the library's
+    parse, `from_anthropic`, a `Client` before sending: the same value, the same words)."""
     try:
         json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
     except (TypeError, ValueError) as exc:  # an object, NaN or an infinity, a lone surrogate, a huge int
-        return f"cannot be {verb} as JSON ({exc})"
+        return f"cannot be stored as JSON ({exc})"
     return None
 
 
@@ -145,12 +146,17 @@ def check_int_digits(value: Any, field: str) -> None:
     node = value
     for part in place:
         node = node[part]
-    err = place_error(place, int_digits_problem(int_digits(node)))
+    raise placed(field, place, place_error(place, int_digits_problem(int_digits(node))))
+
+
+def placed(field: str, place: tuple[str | int, ...], err: ValidationError) -> ValidationError:
+    """`err`, the refusal of `place` within a value named `field` (a name of tiermem's; ""
+    for a message itself: `err` as it is), named from `field` down (`content[0].input.when`)."""
     if not field:
-        raise err
+        return err
     if not place or not (isinstance(place[0], int) or plain_field(place[0])):
-        raise ValidationError(field, err.problem)  # the place, quoted, opens the problem
-    raise ValidationError(field + ("" if isinstance(place[0], int) else ".") + err.field, err.problem)
+        return ValidationError(field, err.problem)  # the place, quoted, opens the problem
+    return ValidationError(field + ("" if isinstance(place[0], int) else ".") + err.field, err.problem)
 
 
 def place_error(place: tuple[str | int, ...], problem: str) -> ValidationError:
@@ -169,27 +175,29 @@ def place_error(place: tuple[str | int, ...], problem: str) -> ValidationError:
     return ValidationError(field or "message", problem)
 
 
-def unencodable(message: dict[str, Any], verb: str) -> ValidationError:
+def unencodable(message: Any, field: str = "") -> ValidationError:
     """The refusal of the first value in `message` (in document order) that JSON cannot
-    carry, a dict key with a lone surrogate included, named by its place (`place_error`);
-    a field that holds none but is nested past the interpreter's recursion limit (the
-    encoder's RecursionError) by that field. Call it once `json.dumps` of `message`
-    failed. Iterative: any depth."""
+    carry, a dict key with a lone surrogate included, named by its place (`place_error`)
+    below `field` (`placed`; "": `message` is a message itself); a field that holds none but
+    is nested past the interpreter's recursion limit (the encoder's RecursionError) by that
+    field. Worded by `json_problem`. Call it once `json.dumps` of `message` failed.
+    Iterative: any depth."""
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(message, ())]
     while stack:
         value, place = stack.pop()
         if isinstance(value, dict):
             for k in value:
-                if (problem := json_problem(k, verb)) is not None:
-                    return place_error(place, f"a key {problem}")
+                if (problem := json_problem(k)) is not None:
+                    return placed(field, place, place_error(place, f"a key {problem}"))
             stack.extend((v, (*place, k)) for k, v in reversed(value.items()))
         elif isinstance(value, list | tuple):
             stack.extend((v, (*place, i)) for i, v in reversed(list(enumerate(value))))
-        elif (problem := json_problem(value, verb)) is not None:
-            return place_error(place, problem)
-    for name, value in message.items():
+        elif (problem := json_problem(value)) is not None:
+            return placed(field, place, place_error(place, problem))
+    for name, value in (message.items() if isinstance(message, dict) else ()):
         try:
             json.dumps(value, ensure_ascii=False, allow_nan=False)
         except RecursionError:
-            return field_error(name, f"is nested too deep to be {verb} (past the interpreter's recursion limit)")
-    return ValidationError("message", f"cannot be {verb} as JSON")  # not reached: json.dumps refused something
+            return placed(field, (name,), field_error(name, "is nested too deep to be stored (past the "
+                                                      "interpreter's recursion limit)"))
+    return ValidationError(field or "message", "cannot be stored as JSON")  # not reached: json.dumps refused something

@@ -50,7 +50,7 @@ from tiermem.tiers.formats import (
     message_text,
     to_responses_rows,
 )
-from tiermem.tiers.models import AppendOutcome, StoredMessage
+from tiermem.tiers.models import AppendOutcome, StoredMessage, parse_message
 from tiermem.tiers.plain_json import check_int_digits, unencodable
 
 if TYPE_CHECKING:
@@ -272,10 +272,10 @@ def _refusal(mem: MemoryLike, body: dict[str, Any], name: str) -> ValidationErro
     try:
         if isinstance(mem, Client):
             check_wire(mem, body)
-        exc = unencodable(body, "sent")
+        exc = unencodable(body)
     except ValidationError as refused:
         exc = refused
-    return _renamed(exc, f"{name}.{exc.field}")
+    return exc.renamed(f"{name}.{exc.field}")
 
 
 _T = TypeVar("_T")
@@ -303,23 +303,11 @@ def append_chunked(mem: MemoryLike, conversation_id: str, chunks: list[list[dict
     order; the other writer's rows between two chunks, as between two calls); an erasure
     between two chunks stops it (`HistoryErased`, naming `call`, the adapter's method)
     rather than begin the conversation again with only their tail. A store that takes no
-    condition (an older server) gets the chunks as they are. Over a `Client`, every chunk
-    after the first is checked (and mended) as its append checks it before the first is
-    sent (`_checked`): a message the append refuses (a field its type has not, content
-    past the server's limit) was found only once the chunks before were written, and named
-    by its index in its chunk; it is refused as the store in this process refuses the
-    whole batch, named by its index among `chunks`' messages, nothing written."""
-    from tiermem.client import Client
-
-    if isinstance(mem, Client):
-        checked, offset = [chunks[0]], len(chunks[0])
-        for chunk in chunks[1:]:
-            try:
-                checked.append(mend(chunk, functools.partial(_checked, mem)))
-            except ValidationError as exc:
-                raise _shifted(exc, offset) from None
-            offset += len(chunk)
-        chunks = checked
+    condition (an older server) gets the chunks as they are. Every message of every chunk
+    is checked (and mended) as its append checks it before the first chunk is written
+    (`checked_chunks`): a refusal leaves nothing written and names the message by its
+    index in the whole add."""
+    chunks = checked_chunks(mem, chunks, mend=mend)
     if not conditional_appends(mem):
         return [p for chunk in chunks for p in mend(chunk, functools.partial(mem.append_many, conversation_id))]
     first = mend(chunks[0], functools.partial(mem.append_outcome, conversation_id))
@@ -341,34 +329,66 @@ def append_chunked(mem: MemoryLike, conversation_id: str, chunks: list[list[dict
     return positions
 
 
-def _checked(mem: Client, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`bodies`, once each passes the check `mem`'s append makes before sending
-    (`tiermem.client.check_wire`); else its refusal, named `messages[i].<field>` as an
-    append names a batch's message (a `Mend` reads the index), its class kept."""
-    from tiermem.client import check_wire
+def check_message(mem: MemoryLike, body: dict[str, Any]) -> None:
+    """Refuse `body` as an append of `mem` refuses it, writing and sending nothing: a
+    store in this process by `parse_message` within its config's limits (what its append
+    parses each message with), a `Client` by `tiermem.client.check_wire` (the same, within
+    its server's limits once read); `ValidationError` naming the field (no batch index).
+    Another MemoryLike's append is its own: nothing checked here."""
+    from tiermem.client import Client, check_wire
+    from tiermem.memory import Memory, NamespacedMemory
 
+    if isinstance(mem, Client):
+        check_wire(mem, body)
+    elif isinstance(mem, Memory | NamespacedMemory):
+        parse_message(body, max_content_bytes=mem.config.max_content_bytes,
+                      max_metadata_bytes=mem.config.max_metadata_bytes)
+
+
+def checked_chunks(mem: MemoryLike, chunks: list[list[dict[str, Any]]], *, mend: Mend = as_is,
+                   fields: Sequence[str] | None = None) -> list[list[dict[str, Any]]]:
+    """`chunks` (`append_chunks`'s, of one add), each message checked as its append will
+    check it (`check_message`, through `mend`: a LangChain artifact the store's limit
+    refuses is left out here, as its append would) before any chunk is written, so that a
+    message the store refuses in a later chunk leaves nothing written (it was found once
+    the chunks before it were, and named by its index in its chunk). The refusal names
+    the message as `fields` does (one per message of the whole add, `append_chunks`'s;
+    by default `messages[i]`, its index among all the chunks' messages), its class kept.
+    Returns the chunks as mended. One chunk is left to its own append (all or nothing,
+    naming `messages[i]`): no message is parsed twice where chunks are not needed; where
+    they are, each is parsed once more."""
+    if len(chunks) < 2:
+        return chunks
+    names = list(fields) if fields is not None else [f"messages[{i}]" for i in range(sum(map(len, chunks)))]
+    checked: list[list[dict[str, Any]]] = []
+    offset = 0
+    for chunk in chunks:
+        try:
+            checked.append(mend(chunk, functools.partial(_checked, mem)))
+        except ValidationError as exc:
+            raise _shifted(exc, names, offset) from None
+        offset += len(chunk)
+    return checked
+
+
+def _checked(mem: MemoryLike, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`bodies`, once each passes `check_message`; else its refusal, named
+    `messages[i].<field>` as an append names a batch's message (a `Mend` reads the index)."""
     for i, body in enumerate(bodies):
         try:
-            check_wire(mem, body)
+            check_message(mem, body)
         except ValidationError as exc:
-            raise _renamed(exc, f"messages[{i}].{exc.field}") from None
+            raise exc.renamed(f"messages[{i}].{exc.field}") from None
     return bodies
 
 
 _BATCH_INDEX = re.compile(r"messages\[(\d+)\]")
 
 
-def _shifted(exc: ValidationError, offset: int) -> ValidationError:
+def _shifted(exc: ValidationError, names: Sequence[str], offset: int) -> ValidationError:
     """`exc` of a chunk whose first message is the `offset`-th of the whole add: its
-    `messages[i]` named as the whole add's `messages[offset + i]`."""
-    return _renamed(exc, _BATCH_INDEX.sub(lambda m: f"messages[{int(m[1]) + offset}]", exc.field, count=1))
-
-
-def _renamed(exc: ValidationError, field: str) -> ValidationError:
-    """`exc` naming `field`, its class (and a LimitExceeded's value and limit) kept."""
-    exc.field = field
-    exc.args = (f"{field}: {exc.problem}",)
-    return exc
+    `messages[i]` named `names[offset + i]` (the caller's name of that message)."""
+    return exc.renamed(_BATCH_INDEX.sub(lambda m: names[int(m[1]) + offset], exc.field, count=1))
 
 
 def conditional_appends(mem: MemoryLike) -> bool:

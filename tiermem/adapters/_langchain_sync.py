@@ -134,6 +134,7 @@ from tiermem.adapters.langchain import (
     METADATA_INVALID_CALLS_KEY,
     METADATA_STATUS_KEY,
     append_bodies,
+    checked,
     to_langchain,
     to_openai,
     unique_call_ids,
@@ -514,9 +515,14 @@ class ConversationSync:
                 # one batch where one append takes it all, else the edit's own rows, then the
                 # new messages in chunks (appends may be chunked: the module's docstring)
                 # (the edit's rows are never named: they passed _check_edit together)
-                chunks = append_chunks(self.memory, batch, fields=[*(["messages"] * copied), *fields])
+                names = [*(["messages"] * copied), *fields]
+                chunks = append_chunks(self.memory, batch, fields=names)
                 if edited and len(chunks) > 1:
                     chunks = [batch[:copied], *append_chunks(self.memory, batch[copied:], fields=fields)]
+                # every message checked before the first chunk is written: one the store
+                # refuses in a later chunk was found once the chunks before it were stored
+                # (the sync half written), and named by its index in its chunk
+                chunks = checked(self.memory, chunks, names)
                 if conditional_appends(self.memory) and (edited or len(chunks) > 1):
                     at = 0 if self._last is None else self._last.position + 1
                     done = 0  # the batch index the next chunk begins at (`start` is the state's)

@@ -167,7 +167,7 @@ from tiermem.tiers.formats import (
     to_chat,
 )
 from tiermem.tiers.models import check_int, check_keys
-from tiermem.tiers.plain_json import check_int_digits, plain_deep
+from tiermem.tiers.plain_json import check_int_digits, plain_deep, unencodable
 
 THINKING_KEY = "anthropic_thinking"
 EXTRA_KEY = "anthropic_extra"
@@ -251,12 +251,13 @@ def _json_bytes(value: Any, field: str) -> int:
     check_int_digits(value, field)  # iterative: before json.dumps, which refused only past 4,300 digits
     try:
         size = len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode())
-    except UnicodeEncodeError:
-        raise ValidationError(field, "is not valid UTF-8 (a lone surrogate)") from None
     except RecursionError:
         raise ValidationError(field, "is nested too deep to store") from None
-    except (TypeError, ValueError) as exc:  # NaN, infinities, an int past str()'s digit limit
-        raise ValidationError(field, f"is not storable as JSON ({exc})") from None
+    except (TypeError, ValueError):  # NaN, infinities, an object, a lone surrogate (UnicodeEncodeError)
+        # named by its place, in the words a `Client` refuses it with before sending
+        # (`tiers.plain_json.unencodable`, one wording); a reply's own field from the
+        # message down (`usage.input_tokens`), as the Client names it
+        raise unencodable(value, "" if field == "message" else field) from None
     check_keys(value, field)  # after json.dumps: within the recursion limit, a short walk
     return size
 

@@ -41,8 +41,10 @@ and the position the previous one left, so another writer's append between two c
 refuses the next (nothing of it written), which then goes after it; an erasure between
 two chunks stops the add (`HistoryErased`) rather than begin the conversation again
 holding only its tail. A server that takes no condition (an older one) gets the chunks
-as they are. A `Client` asks its server's limits for this only for a batch past the
-least `max_body_bytes` any server takes.
+as they are. Every message is checked as its append checks it before the first chunk
+is written (`_common.checked_chunks`): one the store refuses leaves nothing written and
+is named by its index in the whole add. A `Client` asks its server's limits for this
+only for a batch past the least `max_body_bytes` any server takes.
 
 `messages` is the whole visible history (`tiermem.adapters._common.visible`: folds do not
 cut it), as a model is sent it (`RunnableWithMessageHistory` gives it the model): a tool
@@ -79,6 +81,7 @@ from tiermem.adapters._common import (
     append_chunked,
     append_chunks,
     check_memory,
+    checked_chunks,
     clear,
     conditional_appends,
     metadata_limit,
@@ -236,6 +239,14 @@ def _append_chunked(memory: MemoryLike, conversation_id: str, chunks: list[list[
     conditional on where the previous one left the log, `HistoryErased` on an erasure
     between two), each mended as one batch is (`_mended`)."""
     return append_chunked(memory, conversation_id, chunks, mend=_mended)
+
+
+def checked(memory: MemoryLike, chunks: list[list[dict[str, Any]]], fields: Sequence[str]) -> list[list[dict[str, Any]]]:
+    """`chunks` of one write, every message checked (and mended, `_mended`) as its append
+    will check it before any is written (`_common.checked_chunks`), a refusal named as
+    `fields` names the message: what a write in chunks of its own (the LangGraph sync's)
+    checks first."""
+    return checked_chunks(memory, chunks, mend=_mended, fields=fields)
 
 
 def append_bodies(memory: MemoryLike, conversation_id: str, bodies: list[dict[str, Any]], *,

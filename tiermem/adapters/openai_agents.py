@@ -12,7 +12,9 @@
   an ordinary append readers may see and, after the first, written only where the
   previous one left the conversation (another writer's append between two goes between
   them; an erasure between two stops the add, `HistoryErased`); an item too large alone
-  for the server is refused before anything is sent (`RequestTooLarge`).
+  for the server is refused before anything is sent (`RequestTooLarge`), and so is one the
+  store refuses in any chunk (`_common.checked_chunks`: named by its index in the whole
+  add, nothing written).
 - `get_items(limit)` returns the session's view (`tiermem.adapters._common.visible`: the
   whole log, folds included, less what pops and clears hide) as Responses items, the
   latest `limit` of them, or of `session_settings.limit` when `limit` is None, as the
