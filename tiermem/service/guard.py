@@ -76,11 +76,6 @@ from tiermem.tiers.plain_json import MAX_JSON_INT_DIGITS, int_digits_problem
 if TYPE_CHECKING:
     from tiermem.service.runtime import Runtime
 
-# Digits of one JSON integer anywhere in a body: the library's limit on what a message
-# stores (tiers.plain_json: a uint256 has 78 digits), so that a row stored in process can be
-# sent back over HTTP and MCP. Fields tiermem reads as numbers (k, budget, limits) have
-# their own small ranges in their models. Bounded before int() runs: Python parses an int in
-# time quadratic in its digits (and refuses past 4,300 with a ValueError json.loads does not wrap).
 # headers whose second copy would let two parsers disagree (the guard and FastAPI read
 # different copies): a request that repeats one is refused. Two idempotency keys would
 # make a retry's replay depend on which copy a proxy kept
@@ -161,6 +156,12 @@ def _refused_constant(name: str) -> _Refused:
 
 
 def _bounded_int(digits: str) -> int | _Refused:
+    # Digits of one JSON integer anywhere in a body: at most the library's limit on what a
+    # message stores (MAX_JSON_INT_DIGITS, tiers.plain_json: a uint256 has 78 digits), so that a
+    # row stored in process can be sent back over HTTP and MCP. Fields tiermem reads as
+    # numbers (k, budget, limits) have their own small ranges in their models. Bounded before
+    # int() runs: Python parses an int in time quadratic in its digits (and refuses past
+    # 4,300 with a ValueError json.loads does not wrap).
     count = len(digits) - digits.startswith("-")
     if count > MAX_JSON_INT_DIGITS:  # int() not run: quadratic in the digits
         return _Refused(int_digits_problem(count))
