@@ -23,7 +23,9 @@ the model would be sent:
 Prompt caching is billed on the rendered token sequence, not on whole messages: each
 context is rendered as the chat format does (per message a start marker, the role, a
 separator, the text's real tokenizer ids, an end marker; then the assistant header the
-provider appends), and two provider models bill it (`CacheRules`, `PROVIDERS`):
+provider appends), and two provider models bill it (`CacheRules`, `PROVIDERS`, kept in
+`tiermem.planner.cache_rules`, by whose rules each plan reports its own expected cached
+tokens, `plan.cache.openai_cached_tokens` and `anthropic_cached_tokens`):
 
 - ``openai``: automatic caching. The cached part of a request is its longest common
   token prefix with a recent request (the last `RECENT_REQUESTS`), counted only from
@@ -68,16 +70,14 @@ full context's bill.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Group
 from rich.progress import Progress
 from rich.table import Table
@@ -97,6 +97,17 @@ from tiermem.evals.baselines import (
 from tiermem.evals.conversations import checked_samples
 from tiermem.evals.locomo import LocomoError, Sample, id_text, sample_labels, session_times, turn_message
 from tiermem.memory import Memory
+from tiermem.planner.cache_rules import (
+    PROVIDERS,
+    CacheRules,
+    Renderer,
+    alive,
+    anthropic_marks,
+    anthropic_readable,
+    common_prefix_ids,
+    openai_cached,
+)
+from tiermem.planner.cache_rules import canonical as canonical  # re-exported: the rules' home is there
 from tiermem.tiers.models import message_text
 from tiermem.tiers.tokens import messages_tokens
 
@@ -115,37 +126,6 @@ TTL_EXPIRE = "expire"
 TTL_INSIDE = "inside"
 TTL_LABELS: dict[str, str] = {TTL_EXPIRE: "caches expire by the log's timestamps",
                               TTL_INSIDE: "every build inside the TTL"}
-ANTHROPIC_TTL_S = 300.0  # the 5-minute cache (a 1-hour one costs 2x to write: pass ttl_s and write_ratio)
-OPENAI_TTL_S = 3600.0  # 5-10 minutes idle, up to an hour off-peak: the upper end, kindest to full context
-# Chat-format markers: ids outside every vocabulary, so they only match each other.
-START, SEP, END, NAME = -1, -2, -3, -4
-
-
-class CacheRules(BaseModel):
-    """One provider's prompt-caching rules and prices."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    provider: Literal["openai", "anthropic"]
-    input_per_mtok: float = Field(ge=0, description="USD per million uncached input tokens")
-    read_ratio: float = Field(0.1, ge=0, le=1, description="cached read price / input price")
-    write_ratio: float = Field(1.0, ge=1, description="cache write price / input price (Anthropic: 1.25)")
-    min_prefix: int = Field(1024, ge=0, description="shortest cacheable prefix, tokens")
-    granularity: int = Field(1, ge=1, description="cached tokens count in steps of this many past min_prefix")
-    max_breakpoints: int = Field(4, ge=1, description="cache_control markers per request (Anthropic)")
-    lookback_blocks: int = Field(20, ge=1, description="messages before a breakpoint a hit is looked for")
-    ttl_s: float | None = Field(ANTHROPIC_TTL_S, gt=0, description=(
-        "seconds a cached prefix lives after the last request that read or wrote it; None: never expires"))
-
-
-PROVIDERS: dict[str, CacheRules] = {
-    # GPT-5-class pricing: cached input at a tenth; caching from 1,024 tokens in 128-token steps
-    "openai": CacheRules(provider="openai", input_per_mtok=1.25, read_ratio=0.1, min_prefix=1024, granularity=128,
-                         ttl_s=OPENAI_TTL_S),
-    # Claude Sonnet-class: reads at 0.1x, 5-minute writes at 1.25x, 1,024-token minimum
-    # (Haiku: 2,048; some newer models 4,096: pass min_prefix)
-    "anthropic": CacheRules(provider="anthropic", input_per_mtok=3.0, read_ratio=0.1, write_ratio=1.25,
-                            min_prefix=1024, granularity=1, max_breakpoints=4, ttl_s=ANTHROPIC_TTL_S),
-}
 USD_PER_MTOK = 1e-6  # prices are per million tokens
 
 
@@ -181,16 +161,6 @@ def planner_ttl(memories: Sequence[Memory], ttl: str) -> Iterator[None]:
             s.cache_ttl_s = v
 
 
-def alive(rules: CacheRules, touched: float | None, at: float | None) -> bool:
-    """Whether a prefix last read or written at `touched` is still cached at `at` (no
-    time on either side, or no TTL: it is)."""
-    return rules.ttl_s is None or touched is None or at is None or at - touched <= rules.ttl_s
-
-
-def canonical(message: dict[str, Any]) -> str:
-    return json.dumps(message, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
 def common_prefix_chars(a: str, b: str) -> int:
     """Length of the longest common prefix of two strings."""
     n = min(len(a), len(b))
@@ -212,43 +182,6 @@ def common_prefix_messages(prev: Sequence[object], cur: Sequence[object]) -> int
             break
         n += 1
     return n
-
-
-def common_prefix_ids(a: np.ndarray, b: np.ndarray) -> int:
-    """Length of the longest common prefix of two token id arrays."""
-    n = min(a.shape[0], b.shape[0])
-    if n == 0:
-        return 0
-    diff = np.flatnonzero(a[:n] != b[:n])
-    return int(diff[0]) if diff.shape[0] else n
-
-
-class Renderer:
-    """Messages to the token ids a provider sees, message by message (remembered: a
-    replay renders the same messages again and again)."""
-
-    def __init__(self, counter: Any) -> None:
-        self.counter = counter
-        self._memo: dict[str, np.ndarray] = {}
-        self.priming = np.array([START, *counter.encode("assistant"), SEP], dtype=np.int64)
-
-    def message(self, m: dict[str, Any]) -> np.ndarray:
-        key = canonical(m)
-        got = self._memo.get(key)
-        if got is None:
-            ids = [START, *self.counter.encode(str(m.get("role") or ""))]
-            if m.get("name"):
-                ids += [NAME, *self.counter.encode(str(m["name"]))]
-            ids += [SEP, *self.counter.encode(message_text(m)), END]
-            got = np.array(ids, dtype=np.int64)
-            self._memo[key] = got
-        return got
-
-    def render(self, messages: Sequence[dict[str, Any]]) -> tuple[np.ndarray, list[int]]:
-        """The whole request's ids, and the offset where each message ends."""
-        parts = [self.message(m) for m in messages]
-        ends = np.cumsum([p.shape[0] for p in parts]).tolist() if parts else []
-        return np.concatenate([*parts, self.priming]), [int(e) for e in ends]
 
 
 @dataclass
@@ -275,8 +208,7 @@ class OpenAICache:
         r = self.rules
         self._recent = [(prev, t) for prev, t in self._recent if alive(r, t, at)]
         lcp = max((common_prefix_ids(ids, prev) for prev, _t in self._recent), default=0)
-        lcp = min(lcp, ids.shape[0] - 1)  # the last token is always computed
-        cached = 0 if lcp < r.min_prefix else r.min_prefix + ((lcp - r.min_prefix) // r.granularity) * r.granularity
+        cached = openai_cached(r, lcp, int(ids.shape[0]))
         self._recent.append((ids, at))
         del self._recent[:-RECENT_REQUESTS]
         return Bill(int(ids.shape[0]), read=cached)
@@ -297,16 +229,14 @@ class AnthropicCache:
         """`ends`: where each message ends; `breakpoints`: message indexes marked; `at`:
         the build's time, seconds (None: no expiry checked)."""
         r = self.rules
-        marks = sorted({ends[i] for i in breakpoints if 0 <= i < len(ends)})[-r.max_breakpoints:]
-        marks = [m for m in marks if m >= r.min_prefix]
+        marks = anthropic_marks(r, ends, breakpoints)
         read = 0
         shared: list[tuple[dict[int, float | None], int]] = []  # each entry's lengths, its prefix shared
         for prev, lengths in self._written:
             lcp = common_prefix_ids(ids, prev)
             shared.append((lengths, lcp))
             for length, touched in lengths.items():
-                if length <= lcp and length > read and alive(r, touched, at) and any(
-                        length <= m and sum(1 for e in ends if length < e <= m) <= r.lookback_blocks for m in marks):
+                if length > read and alive(r, touched, at) and anthropic_readable(r, length, lcp, ends, marks):
                     read = length
         if read:  # the prefix read is one cache entry, whichever request wrote it: refreshed
             for lengths, lcp in shared:

@@ -81,6 +81,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tiermem.planner import epoch_policy, late_pins, middle, query_text
+from tiermem.planner.cache_rules import (
+    PROVIDERS,
+    alive,
+    anthropic_marks,
+    anthropic_readable,
+    openai_cached,
+    priming,
+    rendered_length,
+    request_lcp,
+)
 from tiermem.planner.candidates import (
     RECALL_CLASSES,
     STRONG_COSINE,
@@ -92,7 +102,7 @@ from tiermem.planner.candidates import (
 from tiermem.planner.classify import QueryClassifier, tells_only
 from tiermem.planner.epoch import RAW_KINDS, EpochCache, EpochKey, EpochState, EpochStore, Segment, key_change
 from tiermem.planner.pack import PACKED_SLICES, Packing
-from tiermem.planner.plan import CacheReport, Context, Plan, PlanItem, ViewStaleness
+from tiermem.planner.plan import Breakpoint, CacheReport, Context, Plan, PlanItem, ViewStaleness
 from tiermem.planner.render import (
     BLOCK_SLICES,
     HEADING_SHARE_TOKENS,
@@ -443,6 +453,7 @@ class Planner:
             # first message changes it)
             (plan.cache.prefix_messages, plan.cache.expected_cached_tokens,
              plan.cache.boundary) = reused_prefix(call.prev.segments, returned, self.render.out, self.tokens)
+        self._provider_cached(call, fixed, returned, plan)
         return Context(returned, total, plan)
 
     def _superseded_tail(self, call: _Call, fixed: _Fixed, items: list[PlanItem]) -> tuple[list[PlanItem], set[int]]:
@@ -815,7 +826,7 @@ class Planner:
                 latest_user if fixed.latest_body is not None else None, fixed.latest_truncated, head=head,
                 late_paid=(prev.late_paid if ext is not None and prev is not None else 0)
                 + late_tokens, read_tip=self._tip(conv, fixed.tail_rows, read_position),
-                at=self._clock(prev, call, fixed)))
+                at=self._clock(prev, call, fixed), marks=tuple(b.index for b in plan.breakpoints)))
         return segments, total
 
     @staticmethod
@@ -866,6 +877,39 @@ class Planner:
             return ""
         return (f"the provider's cache has expired ({gap:,.0f} s since the previous call > "
                 f"cache_ttl_s = {ttl:,.0f} s)")
+
+    def _provider_cached(self, call: _Call, fixed: _Fixed, returned: list[dict[str, Any]], plan: Plan) -> None:
+        """`plan.cache`'s tokens each provider is expected to serve from its prompt cache for
+        this request against the previous call's (`openai_cached_tokens`,
+        `anthropic_cached_tokens`), by the rules the cost replay bills by
+        (planner.cache_rules.PROVIDERS): the requests' longest common rendered-token
+        prefix, none past a provider's TTL by the log's clock (`_log_time` against the
+        epoch clock); OpenAI's from its minimum in its steps, Anthropic's the longest prefix
+        the previous request marked (its breakpoints, EpochState.marks) that this one reads
+        back. Only the previous request is compared (a provider may hold an older one that
+        shares more: after a rewind)."""
+        prev = call.prev
+        if prev is None:
+            return
+        before = [g.message for g in prev.segments]
+        sent = self.render.out(before)
+        marks_before = list(prev.marks)
+        if sent != before:  # converted: the previous marks as they landed in its request
+            marks_before = [b.index for b in converted_breakpoints(
+                [Breakpoint(i, "", 0) for i in prev.marks], before, sent, self.render.out, self.tokens)]
+        lcp = request_lcp(self.tokens, sent, returned)
+        now = self._log_time(call, fixed)
+        openai, anthropic = PROVIDERS["openai"], PROVIDERS["anthropic"]
+        if alive(openai, prev.at, now):
+            n = sum(rendered_length(self.tokens, m) for m in returned) + len(priming(self.tokens))
+            plan.cache.openai_cached_tokens = openai_cached(openai, lcp, n)
+        if alive(anthropic, prev.at, now):
+            ends = np.cumsum([rendered_length(self.tokens, m) for m in returned]).tolist()
+            ends_before = np.cumsum([rendered_length(self.tokens, m) for m in sent]).tolist()
+            marks = anthropic_marks(anthropic, ends, [b.index for b in plan.breakpoints])
+            plan.cache.anthropic_cached_tokens = max(
+                (n for n in anthropic_marks(anthropic, ends_before, marks_before)
+                 if anthropic_readable(anthropic, n, lcp, ends, marks)), default=0)
 
     def _tip(self, conv: str, rows: Sequence[TurnRow], position: int) -> str:
         """The log's fingerprint of the turn at `position` ("" for none), from the rows this

@@ -17,7 +17,9 @@ prefix, or nothing when no part before it can carry one; the messages themselves
 not changed. `cache` compares this context with the previous call's for the same
 conversation: the leading messages they share, their tokens (what a provider's
 prompt cache can serve), the layer where they first differ and why (a new epoch, a pin
-that changed, a refreshed summary view).
+that changed, a refreshed summary view), and the tokens each provider is expected to
+serve from its prompt cache for this request (`openai_cached_tokens`,
+`anthropic_cached_tokens`: by `planner.cache_rules`, which the cost replay bills by).
 
 Stored plans (`store_plans`) are read back through `read_stored_plan`, the one check of
 a stored plan's shape: the row is whatever the database holds (an older version's plan,
@@ -112,8 +114,17 @@ class CacheReport:
     new_epoch: bool = True
     reason: str = ""  # why a new epoch started, or what this call appended
     prefix_messages: int = 0  # leading messages identical to the previous call's context
-    expected_cached_tokens: int = 0  # their tokens (message accounting, tiers.tokens)
+    # their tokens (message accounting, tiers.tokens): what the two contexts share, not
+    # what a provider serves from its cache (it counts rendered tokens, from a minimum,
+    # OpenAI in steps): that is openai_cached_tokens / anthropic_cached_tokens
+    expected_cached_tokens: int = 0
     boundary: str = ""  # layer of the previous context's first message not reused ("": all of it is)
+    # the tokens each provider is expected to serve from its prompt cache for this request,
+    # against the previous call's (planner.cache_rules, the rules the cost replay bills by:
+    # rendered tokens, none under the 1,024-token minimum or past the provider's TTL,
+    # OpenAI in 128-token steps, Anthropic only up to a breakpoint the previous call marked)
+    openai_cached_tokens: int = 0
+    anthropic_cached_tokens: int = 0
 
 
 @dataclass
@@ -212,6 +223,8 @@ class Plan:
             lines.append(f"  stable prefix: {c.prefix_messages} message(s), {c.expected_cached_tokens} tokens "
                          "shared with the previous call" + (f"; the previous context is reused up to its {c.boundary} layer"
                                                            if c.boundary else ""))
+            lines.append(f"  expected cached: {c.openai_cached_tokens} tokens (OpenAI), {c.anthropic_cached_tokens} "
+                         "(Anthropic, at the plan's breakpoints)")
         if self.breakpoints:
             lines.append("  breakpoints: " + ", ".join(f"{b.layer} after message {b.index} ({b.tokens} tok)"
                                                       for b in self.breakpoints))
@@ -348,6 +361,8 @@ class StoredCache(_Shape):
     prefix_messages: Count = 0
     expected_cached_tokens: Tokens = 0
     boundary: str = ""
+    openai_cached_tokens: Tokens = 0  # a plan stored before 2026-12-07 has neither: 0
+    anthropic_cached_tokens: Tokens = 0
 
 
 # field -> (what one value is checked as, its default, whether a plan lacks it only when broken);

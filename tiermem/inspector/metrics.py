@@ -15,7 +15,11 @@ observes every plan the service hands to an agent (the HTTP `context` route call
   for lack of room (a superseded turn left out on purpose is not counted);
 - `tiermem_warm_stale_reads_total{kind}`: warm views read past their freshness budget;
 - `tiermem_context_epochs_started_total`: prompt-cache epochs started (each one a planned
-  cache miss), and `tiermem_context_expected_cached_tokens` (histogram);
+  cache miss); `tiermem_context_expected_cached_tokens` (histogram): the tokens of the
+  messages each context shares with the previous call's (`plan.cache.expected_cached_tokens`,
+  message accounting), not what a provider serves from its cache, which is
+  `tiermem_context_provider_cached_tokens{provider}` (histogram: `openai`, `anthropic`;
+  `plan.cache.openai_cached_tokens` / `anthropic_cached_tokens`, by the cost replay's rules);
 - index lag is `tiermem_pending_embeddings` (turns not embedded yet), already exported
   by the service's state collector.
 
@@ -156,8 +160,13 @@ class PlanMetrics:
         self.epochs = Counter("tiermem_context_epochs_started",
                               "prompt-cache epochs started (each a planned cache miss)", registry=r)
         self.cached = Histogram("tiermem_context_expected_cached_tokens",
-                                "tokens of the prefix shared with the previous call, per call",
+                                "tokens of the leading messages shared with the previous call, per call (message "
+                                "accounting; a provider's cached count is tiermem_context_provider_cached_tokens)",
                                 registry=r, buckets=TOKEN_BUCKETS)
+        self.provider_cached = Histogram("tiermem_context_provider_cached_tokens",
+                                         "tokens a provider is expected to serve from its prompt cache for the "
+                                         "request against the previous call's, by its rules, per call",
+                                         ["provider"], registry=r, buckets=TOKEN_BUCKETS)
         self.calls = Counter("tiermem_context_calls", "context calls observed", registry=r)
 
     def observe(self, namespace: str, plan: Plan) -> None:
@@ -217,6 +226,8 @@ class PlanMetrics:
         if plan.cache.new_epoch:
             self.epochs.inc()
         self.cached.observe(plan.cache.expected_cached_tokens)
+        self.provider_cached.labels("openai").observe(plan.cache.openai_cached_tokens)
+        self.provider_cached.labels("anthropic").observe(plan.cache.anthropic_cached_tokens)
         sample = PlanSample.of(plan, self.clock())
         group = self.group_of(namespace)
         with self._lock:
