@@ -1298,12 +1298,12 @@ def fork(state: CliState, conversation: str, up_to: int, new_id: str | None, as_
     type=click.IntRange(MIN_PIN_PRIORITY, MAX_PIN_PRIORITY),
     default=DEFAULT_PIN_PRIORITY,
     show_default=True,
-    help="Lower priorities are demoted first when pins alone exceed the hot budget.",
+    help="Lower priorities are demoted first when pins must go to keep the hot budget.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_state
 def pin(state: CliState, conversation: str, position: int, priority: int, as_json: bool) -> None:
-    """Keep a turn in the hot working set whatever the eviction pressure."""
+    """Pin a turn: kept in the hot set before any unpinned turn, and in the context's pinned block."""
     state.memory(hot=True).pin(conversation, position, priority=priority, namespace=state.namespace)
     if as_json:
         _emit_json({"conversation_id": conversation, "position": position, "pinned": True, "priority": priority})
