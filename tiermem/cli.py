@@ -1303,7 +1303,7 @@ def fork(state: CliState, conversation: str, up_to: int, new_id: str | None, as_
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_state
 def pin(state: CliState, conversation: str, position: int, priority: int, as_json: bool) -> None:
-    """Pin a turn: kept in the hot set before any unpinned turn, and in the context's pinned block."""
+    """Pin a turn: the hot set keeps it before any unpinned turn; contexts show pins by priority."""
     state.memory(hot=True).pin(conversation, position, priority=priority, namespace=state.namespace)
     if as_json:
         _emit_json({"conversation_id": conversation, "position": position, "pinned": True, "priority": priority})
