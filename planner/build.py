@@ -102,7 +102,7 @@ from tiermem.planner.candidates import (
 from tiermem.planner.classify import QueryClassifier, tells_only
 from tiermem.planner.epoch import RAW_KINDS, EpochCache, EpochKey, EpochState, EpochStore, Segment, key_change
 from tiermem.planner.pack import PACKED_SLICES, Packing
-from tiermem.planner.plan import Breakpoint, CacheReport, Context, Plan, PlanItem, ViewStaleness
+from tiermem.planner.plan import CacheReport, Context, Plan, PlanItem, ViewStaleness
 from tiermem.planner.render import (
     BLOCK_SLICES,
     HEADING_SHARE_TOKENS,
@@ -308,6 +308,11 @@ class _Call:
         self.timings[step] = (time.perf_counter() - self.t0) * MS_PER_S
 
 
+# Anthropic prefixes an epoch state keeps (EpochState.cached), the longest: a request writes
+# at most 4, and one read back is at most 20 messages before one of its own (lookback)
+MAX_CACHED_PREFIXES = 16
+
+
 class Planner:
     """Plans each turn's context of a conversation (`build`); keeps, between calls, the
     previous context of each conversation (its epoch) and its pin candidates."""
@@ -453,7 +458,6 @@ class Planner:
             # first message changes it)
             (plan.cache.prefix_messages, plan.cache.expected_cached_tokens,
              plan.cache.boundary) = reused_prefix(call.prev.segments, returned, self.render.out, self.tokens)
-        self._provider_cached(call, fixed, returned, plan)
         return Context(returned, total, plan)
 
     def _superseded_tail(self, call: _Call, fixed: _Fixed, items: list[PlanItem]) -> tuple[list[PlanItem], set[int]]:
@@ -815,6 +819,7 @@ class Planner:
             plan.breakpoints = [b for b in plan.breakpoints if b.index < head]
         last_shown = max([p for it in items if it.slice == "tail" for p in it.positions], default=-1)
         read_position = max(last_shown, fixed.tail_rows[-1].position if fixed.tail_rows else -1)
+        cached = self._provider_cached(call, fixed, [g.message for g in segments], plan)
         if call.record:  # a what-if plan leaves the epoch as the agent's last call left it
             self._epochs.put(conv, EpochState(
                 key, plan.cache.epoch, plan.cache.epoch_calls, tuple(segments),
@@ -826,7 +831,7 @@ class Planner:
                 latest_user if fixed.latest_body is not None else None, fixed.latest_truncated, head=head,
                 late_paid=(prev.late_paid if ext is not None and prev is not None else 0)
                 + late_tokens, read_tip=self._tip(conv, fixed.tail_rows, read_position),
-                at=self._clock(prev, call, fixed), marks=tuple(b.index for b in plan.breakpoints)))
+                at=self._clock(prev, call, fixed), cached=cached))
         return segments, total
 
     @staticmethod
@@ -878,38 +883,45 @@ class Planner:
         return (f"the provider's cache has expired ({gap:,.0f} s since the previous call > "
                 f"cache_ttl_s = {ttl:,.0f} s)")
 
-    def _provider_cached(self, call: _Call, fixed: _Fixed, returned: list[dict[str, Any]], plan: Plan) -> None:
+    def _provider_cached(self, call: _Call, fixed: _Fixed, messages: list[dict[str, Any]],
+                         plan: Plan) -> tuple[tuple[int, float | None], ...]:
         """`plan.cache`'s tokens each provider is expected to serve from its prompt cache for
-        this request against the previous call's (`openai_cached_tokens`,
+        this request (`messages` as planned, `plan.breakpoints` in them; both as returned
+        once converted) against the previous call's (`openai_cached_tokens`,
         `anthropic_cached_tokens`), by the rules the cost replay bills by
         (planner.cache_rules.PROVIDERS): the requests' longest common rendered-token
-        prefix, none past a provider's TTL by the log's clock (`_log_time` against the
-        epoch clock); OpenAI's from its minimum in its steps, Anthropic's the longest prefix
-        the previous request marked (its breakpoints, EpochState.marks) that this one reads
-        back. Only the previous request is compared (a provider may hold an older one that
-        shares more: after a rewind)."""
+        prefix, none past a provider's TTL by the log's clock (`_log_time`; the epoch
+        clock `prev.at` for the previous request, EpochState.cached's times for
+        Anthropic's prefixes); OpenAI's from its minimum in its steps, Anthropic's the
+        longest prefix it holds (written at a breakpoint of the previous request, or of an
+        earlier one and shared since: EpochState.cached) that this request reads back.
+        Returns the prefixes Anthropic holds after this request, for the next call. Only
+        prefixes of the previous request are looked at (a provider may hold an older
+        request's that shares more: after a rewind)."""
         prev = call.prev
-        if prev is None:
-            return
-        before = [g.message for g in prev.segments]
-        sent = self.render.out(before)
-        marks_before = list(prev.marks)
-        if sent != before:  # converted: the previous marks as they landed in its request
-            marks_before = [b.index for b in converted_breakpoints(
-                [Breakpoint(i, "", 0) for i in prev.marks], before, sent, self.render.out, self.tokens)]
-        lcp = request_lcp(self.tokens, sent, returned)
         now = self._log_time(call, fixed)
+        returned = self.render.out(messages)
+        marks_at = [b.index for b in plan.breakpoints]
+        if returned != messages:  # converted: the marks as they land in the request returned
+            marks_at = [b.index for b in converted_breakpoints(plan.breakpoints, messages, returned, self.render.out,
+                                                               self.tokens)]
         openai, anthropic = PROVIDERS["openai"], PROVIDERS["anthropic"]
-        if alive(openai, prev.at, now):
-            n = sum(rendered_length(self.tokens, m) for m in returned) + len(priming(self.tokens))
-            plan.cache.openai_cached_tokens = openai_cached(openai, lcp, n)
-        if alive(anthropic, prev.at, now):
-            ends = np.cumsum([rendered_length(self.tokens, m) for m in returned]).tolist()
-            ends_before = np.cumsum([rendered_length(self.tokens, m) for m in sent]).tolist()
-            marks = anthropic_marks(anthropic, ends, [b.index for b in plan.breakpoints])
-            plan.cache.anthropic_cached_tokens = max(
-                (n for n in anthropic_marks(anthropic, ends_before, marks_before)
-                 if anthropic_readable(anthropic, n, lcp, ends, marks)), default=0)
+        ends = np.cumsum([rendered_length(self.tokens, m) for m in returned]).tolist()
+        marks = anthropic_marks(anthropic, ends, marks_at)
+        held: dict[int, float | None] = {}
+        if prev is not None:
+            lcp = request_lcp(self.tokens, self.render.out([g.message for g in prev.segments]), returned)
+            if alive(openai, prev.at, now):
+                n = (ends[-1] if ends else 0) + len(priming(self.tokens))
+                plan.cache.openai_cached_tokens = openai_cached(openai, lcp, n)
+            # what the provider holds of this request: the prefixes it shares, still alive
+            held = {n: t for n, t in prev.cached if n <= lcp and alive(anthropic, t, now)}
+            read = max((n for n in held if anthropic_readable(anthropic, n, lcp, ends, marks)), default=0)
+            plan.cache.anthropic_cached_tokens = read
+            if read:
+                held[read] = now  # a read refreshes it
+        held.update(dict.fromkeys(marks, now))  # what this request writes
+        return tuple(sorted(held.items())[-MAX_CACHED_PREFIXES:])
 
     def _tip(self, conv: str, rows: Sequence[TurnRow], position: int) -> str:
         """The log's fingerprint of the turn at `position` ("" for none), from the rows this

@@ -103,8 +103,8 @@ EPOCH_CACHE_CONVERSATIONS = 1024  # conversations whose last context is kept (~4
 # The shared copy's layout; a copy of another (an older or newer process during a rolling
 # deploy) is ignored: one new epoch, not a misread state
 STATE_FORMAT = 3  # 2: the read turn's fingerprint, the write time, the withheld marker; 3: the call's log time
-# a state's fields (state_json); one fewer: written before the breakpoints were kept (read
-# with none), which a process of that version reads as no state (a new epoch) in return
+# a state's fields (state_json); one fewer: written before `cached` was kept (read with
+# none), which a process of that version reads as no state (a new epoch) in return
 STATE_FIELDS = 18
 EPOCH_KEY_SUFFIX = ":epoch"  # after the conversation's hash tag (tiers.keys)
 # After a Redis failure the shared copy is left alone this long: a call whose read failed
@@ -182,10 +182,12 @@ class EpochState:
     # prompt cache can still hold this context (PlannerSettings.cache_ttl_s); None when no
     # call read one
     at: float | None = None
-    # the context's breakpoints (indexes of its messages as planned): where the previous
-    # request wrote a prefix to Anthropic's cache, which the next call's plan reads back
-    # (CacheReport.anthropic_cached_tokens); a state written before they were kept: none
-    marks: tuple[int, ...] = ()
+    # the prefixes of this call's request Anthropic is expected to hold after it (rendered
+    # tokens, and when each was last written or read: planner.cache_rules), those an
+    # earlier request wrote included while this one shares them; what the next call's
+    # plan reads back (CacheReport.anthropic_cached_tokens). A state written before they
+    # were kept: none
+    cached: tuple[tuple[int, float | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -496,7 +498,7 @@ def state_json(state: EpochState, db_uuid: str) -> str:
                                it.score, it.reason] for it in g.items]] for g in state.segments],
         sorted(state.pinned), sorted(state.summary_lines), state.last_position, state.read_position,
         state.latest_user, state.latest_truncated, state.head, state.late_paid, state.read_tip, state.written_at,
-        state.at, list(state.marks),
+        state.at, [list(c) for c in state.cached],
     ])
 
 
@@ -528,11 +530,11 @@ def state_from_json(raw: str | bytes, db_uuid: str) -> EpochState | Withheld | N
             return None
         if len(d) == 5 and d[2] == WITHHELD:
             return Withheld(int(d[3]), _when(d[4]))
-        if len(d) not in (STATE_FIELDS - 1, STATE_FIELDS):  # one field fewer: written before `marks`
+        if len(d) not in (STATE_FIELDS - 1, STATE_FIELDS):  # one field fewer: written before `cached`
             return None
         (_fmt, _db, key, epoch, calls, segments, pinned, summary_lines, last_position, read_position,
          latest_user, latest_truncated, head, late_paid, read_tip, written_at, at) = d[:STATE_FIELDS - 1]
-        marks = d[STATE_FIELDS - 1] if len(d) == STATE_FIELDS else []
+        cached = d[STATE_FIELDS - 1] if len(d) == STATE_FIELDS else []
         budget, system, stamp, namespace_recall, timezone = key
         segs = []
         for kind, message, items in segments:
@@ -549,7 +551,8 @@ def state_from_json(raw: str | bytes, db_uuid: str) -> EpochState | Withheld | N
             frozenset(str(t) for t in summary_lines), int(last_position), int(read_position),
             int(latest_user) if latest_user is not None else None, bool(latest_truncated), head=int(head),
             late_paid=int(late_paid), read_tip=str(read_tip), written_at=_when(written_at),
-            at=_when(at, "at") if at is not None else None, marks=tuple(int(i) for i in marks))
+            at=_when(at, "at") if at is not None else None,
+            cached=tuple((int(n), _when(t, "cached") if t is not None else None) for n, t in cached))
     except _DECODE_ERRORS:
         log.warning("an epoch state in Redis could not be read; a new epoch starts", exc_info=True)
         return None

@@ -30,7 +30,9 @@ T0 = 1_700_000_000.0  # seconds: the first message's created_at
 TURN_S = 30.0  # seconds between two turns of a session
 ANTHROPIC_GAP_S = 600.0  # past Anthropic's 5-minute TTL, inside OpenAI's hour
 BOTH_GAP_S = 7200.0  # past both (and the planner's cache_ttl_s: a new epoch)
-GAPS = {24: ANTHROPIC_GAP_S, 44: BOTH_GAP_S}  # message index -> the gap before it
+# message index -> the gap before it; the context evicts from the middle at message 24,
+# keeping a head an earlier call wrote (read back by Anthropic, inside its TTL)
+GAPS = {34: ANTHROPIC_GAP_S, 44: BOTH_GAP_S}
 FIRST_CALL = 8  # the first user message a context is built for (index)
 
 
