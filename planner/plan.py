@@ -122,7 +122,8 @@ class CacheReport:
     # the tokens each provider is expected to serve from its prompt cache for this request,
     # against the previous call's (planner.cache_rules, the rules the cost replay bills by:
     # rendered tokens, none under the 1,024-token minimum or past the provider's TTL,
-    # OpenAI in 128-token steps, Anthropic only up to a breakpoint the previous call marked)
+    # OpenAI in 128-token steps, Anthropic only a prefix it holds: written at a breakpoint
+    # of the previous request, or of an earlier one and shared since)
     openai_cached_tokens: int = 0
     anthropic_cached_tokens: int = 0
 
