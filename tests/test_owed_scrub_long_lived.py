@@ -13,6 +13,7 @@ after its commit, the long-lived Memory in this process opened before it."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -94,8 +95,9 @@ def long_lived(request: pytest.FixtureRequest, tmp_path: Path, embedder: Embedde
 
 @pytest.mark.parametrize("long_lived", ["sqlite", "postgres"], indirect=True)
 def test_an_erasure_killed_after_its_commit_is_scrubbed_by_a_running_memory(
-        long_lived: tuple[Memory, dict[str, object]], tmp_path: Path) -> None:
+        long_lived: tuple[Memory, dict[str, object]], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     mem, args = long_lived
+    caplog.set_level(logging.INFO, logger="tiermem")
     engine = "postgres" if "cold_url" in args else "sqlite"
     mem.append_many("secret", [{"role": "user", "content": f"the vault code zq8owedscrub{i:02d}q"}
                                for i in range(TURNS)], namespace=NS)
@@ -116,3 +118,9 @@ def test_an_erasure_killed_after_its_commit_is_scrubbed_by_a_running_memory(
     if engine == "sqlite":
         assert canaries(tmp_path / "data") == {}
     assert [m.text for m in mem.history("kept", namespace=NS)] == ["another thread"]
+    # said as what this process knows: owed that long, not that the erasure was interrupted
+    # (another process's live erasure is owed as long; before: "an erasure interrupted")
+    said = [r.getMessage() for r in caplog.records if "scrub" in r.getMessage()]
+    assert any(f"finished the scrub of an erasure whose scrub was still owed after {AFTER_S:g} s (its process "
+               "may have stopped)" in m for m in said), said
+    assert not any("interrupted" in m for m in said), said

@@ -68,6 +68,7 @@ from tiermem.tiers.dialect import (
     SQLITE,
     SalvagedRows,
     SharedQueries,
+    owed_erasure,
     view_end,
     without_nul,
 )
@@ -337,17 +338,20 @@ class ColdStore(SharedQueries):
             self.close()
             raise
 
-    def _finish_scrub(self) -> None:
+    def _finish_scrub(self, *, owed_for_s: float | None = None) -> None:
         """An erasure whose process died between its commit and its scrub (FTS merge,
         freed pages, WAL), or before the rows of a conversation it detached were all
-        deleted, is finished and scrubbed now, at the next open that may write."""
+        deleted, is finished and scrubbed now, at the next open that may write, or by a
+        running process that saw it owed `owed_for_s` (`finish_owed_scrub`; `owed_erasure`
+        words the log)."""
         if self.read_only:
             return
+        erasure, retry = owed_erasure(owed_for_s)
         try:
             if n := self.finish_owed_erasures():
-                log.info("deleted the rows of %d conversation(s) an interrupted erasure had detached", n)
+                log.info("deleted the rows of %d conversation(s) detached by %s", n, erasure)
         except DriverDatabaseError:  # busy: they stay owed; the next open or erasure deletes them
-            log.warning("could not finish an interrupted erasure's rows now; the next open retries", exc_info=True)
+            log.warning("could not finish the rows of %s now; %s", erasure, retry, exc_info=True)
             return
         # rows deleted here are scrubbed as an erasure's are, marker or not: an unfinished
         # fork's copy of a conversation erased meanwhile may be among them (one recorded
@@ -356,9 +360,9 @@ class ColdStore(SharedQueries):
             return
         try:
             self.reclaim()
-            log.info("finished the scrub of an erasure interrupted before it was done")
+            log.info("finished the scrub of %s", erasure)
         except DriverDatabaseError:  # busy: the marker stays, the next open tries again
-            log.warning("could not finish an interrupted erasure's scrub now; the next open retries", exc_info=True)
+            log.warning("could not finish the scrub of %s now; %s", erasure, retry, exc_info=True)
 
     def _scrub_owed(self) -> bool:
         if self.read_only:

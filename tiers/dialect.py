@@ -365,16 +365,17 @@ class SharedQueries:
         if now - self._owed_since < owed_for_s:
             return False
         self._owed_since = None  # seen owed again after this: another wait of owed_for_s
-        self._finish_scrub()
+        self._finish_scrub(owed_for_s=owed_for_s)
         return True
 
     def _scrub_owed(self) -> bool:
         """Whether an erasure's scrub, or rows, are owed (their marker or records); one read."""
         raise NotImplementedError
 
-    def _finish_scrub(self) -> None:
+    def _finish_scrub(self, *, owed_for_s: float | None = None) -> None:
         """What an open does about an owed scrub (each engine's); it logs and keeps owed
-        what it could not do."""
+        what it could not do. `owed_for_s`: called by a running process that saw it owed
+        that long (`finish_owed_scrub`), not at an open (`owed_erasure`'s words)."""
         raise NotImplementedError
 
     def _lock_pause(self, held: float) -> float:
@@ -1469,3 +1470,16 @@ class SharedQueries:
 def view_end(end: object) -> int | None:
     """A view row's end_position as the sweep reads it; None (no view) when it cannot be used."""
     return cast("int", end) if _is_int(end, 0, MAX_POSITION) else None
+
+
+def owed_erasure(owed_for_s: float | None) -> tuple[str, str]:
+    """How the log names the erasure whose scrub (or rows) `_finish_scrub` finishes, and
+    what retries one it could not finish. At an open (`owed_for_s` None): as before,
+    an erasure interrupted. From a running process's check (`finish_owed_scrub`): only
+    what it knows, that the scrub was still owed that long; the erasure's process may be
+    alive and erasing yet (a long erasure, or back-to-back ones), so "interrupted" would
+    not be known to be true."""
+    if owed_for_s is None:
+        return "an erasure interrupted before it was done", "the next open retries"
+    return (f"an erasure whose scrub was still owed after {owed_for_s:g} s (its process may have stopped)",
+            "the next open or check retries")

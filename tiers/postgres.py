@@ -210,6 +210,7 @@ from tiermem.tiers.dialect import (
     POSTGRES,
     SalvagedRows,
     SharedQueries,
+    owed_erasure,
     view_end,
     without_nul,
 )
@@ -1406,11 +1407,13 @@ class PostgresStore(SharedQueries):
         return bool(self._read("SELECT 1 FROM meta WHERE key IN (%s, %s) LIMIT 1",
                                (SCRUB_PENDING_KEY, SCRUB_STATISTICS_KEY)))
 
-    def _finish_scrub(self) -> None:
+    def _finish_scrub(self, *, owed_for_s: float | None = None) -> None:
         """An erasure whose rewrite did not run (its process died after the commit, or
-        the VACUUM failed) is scrubbed now, at the next open. One that fails or stalls
-        here leaves the scrub owed (its marker kept) and the store open: the next open
-        (or erasure, or reclaim()) retries."""
+        the VACUUM failed) is scrubbed now, at the next open, or by a running process
+        that saw it owed `owed_for_s` (`finish_owed_scrub`; `owed_erasure` words the log).
+        One that fails or stalls here leaves the scrub owed (its marker kept) and the
+        store open: the next open (or erasure, or reclaim()) retries."""
+        erasure, retry = owed_erasure(owed_for_s)
         try:
             owed = {r[0] for r in self._read("SELECT key FROM meta WHERE key IN (%s, %s)",
                                              (SCRUB_PENDING_KEY, SCRUB_STATISTICS_KEY))}
@@ -1419,12 +1422,12 @@ class PostgresStore(SharedQueries):
                     log.info("finished the rewrite of %s that an erasure's scrub owed", STATISTICS_TABLE)
                 return
             if self._scrub():  # else still owed, or not allowed pg_statistic: _reclaim logged which
-                log.info("finished the scrub of an erasure interrupted before it was done")
+                log.info("finished the scrub of %s", erasure)
         except AFTER_COMMIT_ERRORS:
             # a lock timeout (a table's reader), a read-only role; or StoreStalled: a rewrite
             # longer than the maintenance deadline, which would fail every open as long as
             # that lasts, the store unusable meanwhile
-            log.warning("could not finish an interrupted erasure's scrub now; the next open retries", exc_info=True)
+            log.warning("could not finish the scrub of %s now; %s", erasure, retry, exc_info=True)
 
     # -- plumbing ------------------------------------------------------------------
 
