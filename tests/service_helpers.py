@@ -97,12 +97,16 @@ def serve_app(app: Any, *, lifespan: str = "on") -> Iterator[str]:
 
 
 @contextmanager
-def serve_process(data_dir: Path, port: int, log: Path, *args: str, env: dict[str, str]) -> Iterator[str]:
+def serve_process(data_dir: Path, port: int, log: Path, *args: str, env: dict[str, str],
+                  cwd: Path | None = None) -> Iterator[str]:
     """`tiermem --data-dir DATA_DIR serve --port PORT ARGS...` with `env`, stdout and stderr
-    in `log`; yields its URL once `/healthz` answers (200 or 503), terminates it after."""
+    in `log`; yields its URL once `/healthz` answers (200 or 503), terminates it after.
+    `cwd`: where it runs (`python -m` imports the package found there first: an older
+    release's tree, with PYTHONPATH naming it too)."""
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "tiermem.cli", "--data-dir", str(data_dir), "serve",
-                                 "--port", str(port), *args], stdout=out, stderr=subprocess.STDOUT, env=env)
+                                 "--port", str(port), *args], stdout=out, stderr=subprocess.STDOUT, env=env,
+                                cwd=cwd)
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -169,7 +169,7 @@ from tiermem.tiers.models import (
     validate_id,
     validate_namespace,
 )
-from tiermem.tiers.plain_json import check_int_digits, unencodable
+from tiermem.tiers.plain_json import MAX_JSON_INT_DIGITS, check_int_digits, unencodable
 from tiermem.tiers.zones import optional_timezone
 
 __all__ = ["AnthropicContext", "AsyncClient", "Client", "Limits"]
@@ -190,6 +190,13 @@ REPLAYED_HEADER = "Idempotent-Replayed"  # the service's answer to a replay unde
 # the service's incarnation tokens (tiermem.service.schemas.INCARNATION_PATTERN), held equal too
 INCARNATION_HEX_DIGITS = 32
 INCARNATION_PATTERN = re.compile(f"^[0-9a-f]{{{INCARNATION_HEX_DIGITS}}}$")
+# digits of one JSON integer a server takes whose /v1/limits does not say
+# `max_json_int_digits` (before 34c6621: its body guard refused more than 40, 422 naming
+# the place). Held by this client before sending the first chunk of an add sent in
+# chunks (an Agents session's, a LangChain add past max_body_bytes: `check_server_ints`),
+# so that it is refused whole rather than half-written: the old server refused a later
+# chunk after the first was stored. A single request is left to the server (whole)
+OLD_SERVER_INT_DIGITS = 40
 POSITION_MISMATCH_TYPE = "position_mismatch"  # the `type` of the service's 409 for PositionMismatch
 # failures after which an append under a key may have been stored: sent again under it
 _MAYBE_APPLIED_STATUSES = (httpx.codes.BAD_GATEWAY, httpx.codes.SERVICE_UNAVAILABLE, httpx.codes.GATEWAY_TIMEOUT)
@@ -925,11 +932,33 @@ class _Base:
         return None
 
 
-def check_wire(client: _Base, message: MessageLike) -> None:
+def check_wire(client: _Base, message: MessageLike, *, server_ints: bool = False) -> None:
     """Refuse `message` as `client`'s append refuses it before sending (`_wire`: `Memory`'s
     own check, within the server's byte limits once read): `ValidationError` naming its
-    field (no batch index); nothing is sent, the limits not asked for."""
-    _wire(message, client._calls.server_limits)
+    field (no batch index); nothing is sent, the limits not asked for. `server_ints`: and
+    as the server would refuse its integers (`check_server_ints`), for a message of an
+    add sent in chunks, whose later chunk the server would refuse after the first stored."""
+    limits = client._calls.server_limits
+    out = _wire(message, limits)
+    if server_ints:
+        check_server_ints(out, limits)
+
+
+def check_server_ints(body: dict[str, Any], limits: Limits | None) -> None:
+    """Refuse `body` (a message as sent, `_wire`) holding an integer past the server's own
+    limit where it is less than the library's, which `_wire` held: the one its limits say
+    (`max_json_int_digits`), or OLD_SERVER_INT_DIGITS where they do not say one (a server
+    before it: 40). None (limits not read, or no /v1/limits): nothing more held. Only an
+    add sent in chunks needs it (`tiermem.adapters._common.checked_chunks`): one request is
+    refused by the server whole, nothing written."""
+    if limits is None:
+        return
+    digits = limits.max_json_int_digits
+    if digits is None:
+        check_int_digits(body, "", OLD_SERVER_INT_DIGITS,
+                         "OLD_SERVER_INT_DIGITS: the server's /v1/limits does not say max_json_int_digits")
+    elif digits < MAX_JSON_INT_DIGITS:
+        check_int_digits(body, "", digits, "the server's max_json_int_digits")
 
 
 class Client(_Base):

@@ -81,17 +81,22 @@ def json_problem(value: Any) -> str | None:
     return None
 
 
-def int_digits_problem(digits: int) -> str:
-    """The refusal of an integer of `digits` digits (more than MAX_JSON_INT_DIGITS)."""
-    return (f"is an integer of {digits:,} digits, more than the limit of {MAX_JSON_INT_DIGITS:,} "
-            "(MAX_JSON_INT_DIGITS)")
+def int_digits_problem(digits: int, limit: int = MAX_JSON_INT_DIGITS,
+                       limit_name: str = "MAX_JSON_INT_DIGITS") -> str:
+    """The refusal of an integer of `digits` digits (more than `limit`, called `limit_name`)."""
+    return f"is an integer of {digits:,} digits, more than the limit of {limit:,} ({limit_name})"
 
 
-def _holds_long_int(value: Any) -> bool:
-    """Whether an int of more than MAX_JSON_INT_DIGITS digits is anywhere in `value`: the
-    walk of every append, without places (a walk building them cost 2.5 times as much on
-    a 3,000-row hosted-tool item)."""
-    bound = _INT_DIGITS_BOUND
+def _digits_bound(limit: int) -> int:
+    """The least int (in magnitude) of more than `limit` digits."""
+    return _INT_DIGITS_BOUND if limit == MAX_JSON_INT_DIGITS else 10 ** limit
+
+
+def _holds_long_int(value: Any, limit: int = MAX_JSON_INT_DIGITS) -> bool:
+    """Whether an int of more than `limit` digits is anywhere in `value`: the walk of
+    every append, without places (a walk building them cost 2.5 times as much on a
+    3,000-row hosted-tool item)."""
+    bound = _digits_bound(limit)
     stack = [value]
     while stack:
         node = stack.pop()
@@ -108,17 +113,18 @@ def _holds_long_int(value: Any) -> bool:
     return False
 
 
-def long_int_place(value: Any) -> tuple[str | int, ...] | None:
+def long_int_place(value: Any, limit: int = MAX_JSON_INT_DIGITS) -> tuple[str | int, ...] | None:
     """The place (keys and indexes) inside `value`, in document order, of its first int of
-    more than MAX_JSON_INT_DIGITS digits (a bool is no int here), () when `value` is one;
-    None when it holds none. Iterative: any depth; no int is turned into text."""
-    if not _holds_long_int(value):
+    more than `limit` digits (a bool is no int here), () when `value` is one; None when it
+    holds none. Iterative: any depth; no int is turned into text."""
+    if not _holds_long_int(value, limit):
         return None
+    bound = _digits_bound(limit)
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
     while stack:
         node, place = stack.pop()
         if type(node) is int:  # exactly int: a bool is no JSON integer
-            if not -_INT_DIGITS_BOUND < node < _INT_DIGITS_BOUND:
+            if not -bound < node < bound:
                 return place
         elif isinstance(node, dict):
             stack.extend((v, (*place, k)) for k, v in reversed(node.items()) if type(v) is not str)
@@ -136,17 +142,20 @@ def int_digits(n: int) -> int:
     return guess + 1 if n >= 10 ** guess else guess
 
 
-def check_int_digits(value: Any, field: str) -> None:
+def check_int_digits(value: Any, field: str, limit: int = MAX_JSON_INT_DIGITS,
+                     limit_name: str = "MAX_JSON_INT_DIGITS") -> None:
     """Refuse `value` (named `field`, a name of tiermem's; "" for a message itself) when an
-    int in it, at any depth, has more than MAX_JSON_INT_DIGITS digits: ValidationError
-    named by its place (`content[0].input.amount`: `place_error`) and the limit."""
-    place = long_int_place(value)
+    int in it, at any depth, has more than `limit` digits (by default the library's own,
+    MAX_JSON_INT_DIGITS; a client holds a server's own, `limit_name` saying which):
+    ValidationError named by its place (`content[0].input.amount`: `place_error`) and
+    the limit."""
+    place = long_int_place(value, limit)
     if place is None:
         return
     node = value
     for part in place:
         node = node[part]
-    raise placed(field, place, place_error(place, int_digits_problem(int_digits(node))))
+    raise placed(field, place, place_error(place, int_digits_problem(int_digits(node), limit, limit_name)))
 
 
 def placed(field: str, place: tuple[str | int, ...], err: ValidationError) -> ValidationError:

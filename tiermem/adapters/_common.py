@@ -339,7 +339,9 @@ def check_message(mem: MemoryLike, body: dict[str, Any]) -> None:
     from tiermem.memory import Memory, NamespacedMemory
 
     if isinstance(mem, Client):
-        check_wire(mem, body)
+        # the server's integer limit too (an older server's is 40 digits): only an add in
+        # chunks is checked here, whose later chunk the server would refuse after the first
+        check_wire(mem, body, server_ints=True)
     elif isinstance(mem, Memory | NamespacedMemory):
         parse_message(body, max_content_bytes=mem.config.max_content_bytes,
                       max_metadata_bytes=mem.config.max_metadata_bytes)
