@@ -102,7 +102,10 @@ def _tenant_b_calls(mem: Memory, heard: list[ErasureReport]) -> dict[str, Any]:
     b.append(SHARED, say("a new trip", 1006.0))
     out["delete_namespace"] = mem.delete_namespace(TENANT_B)
     out["tombstones"] = b.tombstones()
-    out["erasure_hooks"] = list(heard)  # what an erasure hook is told is the caller's report too
+    # what an erasure hook is told is the caller's report too, but for the store's keys in
+    # `internal_keys` (hooks are the store owner's code, in process: no tenant registers
+    # one; test_incarnation_legacy_keys checks them)
+    out["erasure_hooks"] = [dataclasses.replace(r, internal_keys=[]) for r in heard]
     return {k: _plain(v) for k, v in out.items()}
 
 
@@ -145,11 +148,14 @@ def test_the_incarnation_is_a_token_an_erasure_names_too(tmp_path: Path, embedde
         assert key is not None and KEY_SEPARATOR in key  # the id was used before: a suffixed key
         assert out.incarnation is not None and TOKEN.fullmatch(out.incarnation)
         assert out.incarnation == incarnation_token(mem.cold.db_uuid, key)  # the service's, for one store
-        # the token chains conditional appends; the store's key is no token: refused, nothing written
+        # the token chains conditional appends; a string neither a token nor a key of the
+        # conversation's name (one saved from a library before 0784bc0, taken for its token:
+        # test_incarnation_legacy_keys) is refused, nothing written
         assert b.append_outcome(SHARED, [say("c", 1002.0)], expect_position=1,
                                 expect_incarnation=out.incarnation).incarnation == out.incarnation
         with pytest.raises(ValidationError) as refused:
-            b.append_outcome(SHARED, [say("d", 1003.0)], expect_position=2, expect_incarnation=key)
+            b.append_outcome(SHARED, [say("d", 1003.0)], expect_position=2,
+                             expect_incarnation=key.replace(SHARED, "other-id"))
         assert refused.value.field == "expect_incarnation"
         assert len(b.history(SHARED)) == 2
         # the erasure names the incarnation gone by the same token; written again, the old

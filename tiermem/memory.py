@@ -159,6 +159,13 @@ MAX_FOLDS_TRIED = 16
 # conversations whose key an append finds without a lookup (Memory._keys): ~3.5 MB at
 # most with 40-character namespaces and ids; emptied when full
 MAX_KNOWN_KEYS = 10_000
+# logged once per process when an append's `expect_incarnation` is a conversation's key (what
+# `incarnation` was before 0784bc0, saved by a caller) rather than its token
+LEGACY_INCARNATION_WARNING = ("expect_incarnation was given a conversation key, as append_outcome answered "
+                              "`incarnation` before 0784bc0: taken for that incarnation's token for now; pass the "
+                              "token append_outcome answers (logged once per process)")
+_legacy_incarnation_lock = threading.Lock()
+_legacy_incarnation_warned = False
 # the key a conditional append expects when the token it was given stands for no live
 # incarnation: no key is empty (a name is never empty), so the append's own check
 # refuses it as an incarnation gone since
@@ -346,6 +353,22 @@ class _Indexer(threading.Thread):
                                                    stop=self.stopping.is_set)
             except Exception:  # a derived index must never kill the process
                 log.exception("background embedding failed; will retry")
+
+
+def _legacy_incarnation(given: str, known: str | None) -> str:
+    """The key a conditional append expects for `expect_incarnation` `given`, a key of its
+    conversation's name as the library answered `incarnation` before 0784bc0 (a caller
+    that saved one keeps working): `known`, the caller's own live key of the conversation
+    in its namespace, if `given` is it (the key the caller was given: nothing new to it),
+    else NO_KEY (another incarnation of the name: gone since, refused as a stale token is,
+    `PositionMismatch`). Logs LEGACY_INCARNATION_WARNING once per process. The HTTP and
+    MCP appends never get here: they always answered tokens and refuse anything else."""
+    global _legacy_incarnation_warned
+    with _legacy_incarnation_lock:
+        first, _legacy_incarnation_warned = not _legacy_incarnation_warned, True
+    if first:
+        log.warning(LEGACY_INCARNATION_WARNING)
+    return known if known is not None and given == known else NO_KEY
 
 
 class Memory:
@@ -688,15 +711,18 @@ class Memory:
         """After a retention operation: the report as its caller sees it (the keys gone
         answered as their incarnations' tokens, `incarnation_token`: a key would tell that
         an id is, or was, used in another namespace), and tell `erasure_hooks` what went
-        (in that report). This Memory's derived copies are gone already: the store's
+        (in that report, with the keys themselves in `internal_keys`). This Memory's derived copies are gone already: the store's
         `on_erased` (`_forget`) dropped them batch by batch, so a batch that failed after
         others committed leaves none of theirs."""
-        shown = dataclasses.replace(report, keys=[self._token(k) for k in report.keys])
+        shown = dataclasses.replace(report, keys=[self._token(k) for k in report.keys], internal_keys=[])
         if not shown.keys:
             return shown
+        # the hooks are the store owner's (registered in this process, never by a route):
+        # told the keys too, as they were before 0784bc0 (`ErasureReport.internal_keys`)
+        told = dataclasses.replace(shown, internal_keys=list(report.keys))
         for hook in list(self.erasure_hooks):
             try:
-                hook(shown)
+                hook(told)
             except Exception:
                 log.exception("an erasure hook failed; the erasure itself is done")
         return shown
@@ -971,7 +997,9 @@ class Memory:
         `expect_position` makes the append conditional: written only if the conversation
         goes on at that position (holds positions 0..expect_position-1; 0: it does not
         exist yet), and with `expect_incarnation` (an earlier outcome's `incarnation`: an
-        opaque token, `incarnation_token`, never the store's key; any other string is
+        opaque token, `incarnation_token`, never the store's key; a key of this
+        conversation's name, as `incarnation` was before 0784bc0, is taken for its token
+        with a warning logged once per process, `_legacy_incarnation`; any other string is
         refused as bad input) only if it is still that incarnation, not erased or pruned
         since (and written again). Checked inside the append's write transaction, after a replay is
         answered; else `PositionMismatch` (the position expected and the one found) and
@@ -1009,7 +1037,9 @@ class Memory:
             if not isinstance(expect_incarnation, str):
                 raise ValidationError("expect_incarnation",
                                       f"must be a string (an outcome's incarnation), got {type(expect_incarnation).__name__}")
-            if not is_incarnation_token(expect_incarnation):
+            # a key of this conversation's name (the bare name, or name~suffix) is what the
+            # library answered before 0784bc0: resolved against the caller's own key below
+            if not is_incarnation_token(expect_incarnation) and key_name(expect_incarnation) != conv:
                 raise ValidationError("expect_incarnation", "must be an incarnation an append answered (an "
                                       f"outcome's `incarnation`: {2 * INCARNATION_DIGEST_BYTES} lowercase hex digits)")
         if isinstance(messages, str | bytes | dict) or not isinstance(messages, Iterable):
@@ -1049,6 +1079,11 @@ class Memory:
             known = self._lookup(ns, conv)
         expect_key = (None if expect_incarnation is None
                       else known if known is not None and self._token(known) == expect_incarnation else NO_KEY)
+        if expect_key == NO_KEY and key_name(expect_incarnation or "") == conv:
+            # a key saved from a library before 0784bc0 (`_legacy_incarnation`): the
+            # caller's own key of this conversation stands for its token; another of this
+            # name is an incarnation gone since, as a stale token is
+            expect_key = _legacy_incarnation(expect_incarnation or "", known)
         scope = (self._scope(known) if known is not None
                  else new_conversation_scope(self.cold.db_uuid, ns, conv))
         with remembered_for(scope):

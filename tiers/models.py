@@ -839,6 +839,12 @@ class ErasureReport:
     # `Memory` answers the report, their tokens (`incarnation_token`, as an append's
     # `incarnation` names them), never a key
     keys: list[str] = field(default_factory=list)
+    # the store's keys of `keys` (same order) in the report `Memory.erasure_hooks` are told
+    # only: hooks are the store owner's code in this process (no route registers one), and
+    # before 0784bc0 they were told keys in `keys` (a cache keyed by them still matches
+    # these). Empty in what any call answers (a key would tell a tenant whether its id is
+    # used in another namespace)
+    internal_keys: list[str] = field(default_factory=list)
     tombstones: list[dict[str, Any]] = field(default_factory=list)
     # False: another connection's read transaction held the SQLite WAL, whose old frames
     # (the erased rows' former pages) stay until this store's next write or close; always
