@@ -45,7 +45,12 @@ Matching, in order of strength:
    Friday."; `_states_arrangement`; never "I had ...", "I have to make ...", another
    person's), never one of the other act, another fact or a question; its plural ("the
    reservations") each of them. A request's kind is its own noun's for what it books
-   ("a table" the restaurant's; `_booked_thing`), never its hour's or its name's.
+   ("a table" the restaurant's; `_booked_thing`), never its hour's or its name's. Only
+   the retraction's noun phrase names what it takes back (`_RETRACTED_OBJECT`): a day or
+   an hour after it ("Never mind the movie tonight.", "Forget the pharmacy, I'll go
+   tomorrow.") is no evidence of a target, no new value and no part of its meaning search
+   (`_without_times`, `_meaning_text`); it only narrows among the turns the noun names
+   ("Forget the restaurant tomorrow." takes tomorrow's table over a later one).
    A correction or retraction that revises nothing is no pin (`Superseder._demote`,
    derived labels): a bare one drops to small talk; one carrying a new fact, once the
    meaning search had its say too, to the label it has as an ordinary turn, unless a clause of it is the user's own ("Actually I live in
@@ -284,10 +289,15 @@ _RETRACTION_OPENER = re.compile(r"^(?:\w+[,.!]?\s+)?(?:scratch that|never ?mind)
 # same thing (`_called_off`), never a fact: "cancel my subscription" after "my Netflix
 # subscription is $15 a month" orders a cancellation, it corrects nothing said.
 PLAN_OBJECT_WORDS = 3
+# the words that open a time after a thing called off ("the movie tonight", "the table on
+# Friday", "the dentist at 10am", "the laundry for now"): the thing's phrase ends there
+_WHEN_WORDS = "tonight|today|tomorrow|this|next|on|for|at|by|in"
+# the slots (`detect_slots`) of a time: a day, a date, an hour
+_WHEN_SLOTS = frozenset(("weekday", "date", "time"))
 _PLAN_RETRACTION = re.compile(
     r"^(?:(?:ok(?:ay)?|oh|hmm+|so|actually|sorry|wait|no|and)[,.!]?\s+)*(?:please |just )?"
-    rf"(?:cancel|call off|scratch) (?:the|my|our|that) (?P<obj>[a-z][\w'-]*(?: (?!(?:for|on|at)\b)[a-z][\w'-]*){{0,{PLAN_OBJECT_WORDS - 1}}})"
-    r"(?: (?:for|on|at) [^,.;:!?]+)?(?:\s*[,.;:!]|$)"
+    rf"(?:cancel|call off|scratch) (?:the|my|our|that) (?P<obj>[a-z][\w'-]*(?: (?!(?:{_WHEN_WORDS})\b)[a-z][\w'-]*){{0,{PLAN_OBJECT_WORDS - 1}}})"
+    rf"(?: (?:{_WHEN_WORDS})\b[^,.;:!?]*)?(?:\s*[,.;:!]|$)"
 )
 # an earlier turn a plan's call-off may retract: a request (the labels of classify.py)
 _PLAN_INTENTS = frozenset(("instruction", "correction"))
@@ -383,7 +393,19 @@ _REQUEST_VERB = re.compile(
 _OBJECT_RETRACTION = re.compile(
     r"^(?:(?:ok(?:ay)?|oh|hmm+|so|actually|sorry|wait|no|and)[,.!]?\s+)*(?:please |just )?"
     r"(?:forget|ignore|disregard|never ?mind) (?:about )?(?:the|my|our|that) "
-    r"(?P<obj>[a-z][\w'-]*(?: [a-z][\w'-]*){0,2})(?:,? (?:please|thanks))?[\s.!]*$"
+    rf"(?P<obj>[a-z][\w'-]*(?: (?!(?:{_WHEN_WORDS})\b)[a-z][\w'-]*){{0,2}})"
+    rf"(?P<when>(?: (?:{_WHEN_WORDS})\b[\w: ]*?)?)(?:,? (?:please|thanks))?[\s.!]*$"
+)
+# The same retraction's noun phrase wherever the turn goes on after it ("Never mind the
+# movie tonight.", "Forget the pharmacy, I'll go tomorrow."): what it takes back is the
+# thing that phrase names, never a turn that only shares a day, an hour or a word with
+# what follows. The time or clause after it is the user's own plan or reason; at most it
+# narrows among bookings of the kind the noun names (`_named_venue`). Not "forget that":
+# "forget that I said Tuesday" names no thing.
+_RETRACTED_OBJECT = re.compile(
+    r"^(?:(?:ok(?:ay)?|oh|hmm+|so|actually|sorry|wait|no|and)[,.!]?\s+)*(?:please |just )?"
+    r"(?:forget|ignore|disregard|never ?mind) (?:about )?(?:the|my|our) "
+    rf"(?P<obj>[a-z][\w'-]*(?: (?!(?:{_WHEN_WORDS})\b)[a-z][\w'-]*){{0,2}})(?![\w'-])"
 )
 # A place a request names by its name alone, after "at" or "from" ("a table at Nong's for
 # Friday", "a pizza from Luigi's", "at the Ritz"): its kind is not said, so a retraction's
@@ -938,6 +960,16 @@ def find_superseded(
     for v in old_vals:  # the old value is evidence about the target, not content of the new value
         words.pop(_stem(v), None)
     slots = _slots(text)
+    # A retraction that names its thing ("Never mind the movie tonight.", "Forget the
+    # pharmacy, I'll go tomorrow."): only that phrase is evidence of its target. A day or a
+    # word after it ("tonight", "tomorrow") is the user's own plan or reason: a pizza
+    # ordered for tonight or a dentist booked for Tuesday shares a day with it, not a thing.
+    thing = _RETRACTED_OBJECT.match(_cue_text(norm)) if cue is not None and cue[0] == "retraction" else None
+    if thing is not None:
+        untimed = _without_times(_cue_text(norm), thing)
+        old_vals = {v for v in old_vals if _contains_value(untimed, v)}
+        words = {w: wt for w, wt in _content(untimed).items() if w not in {_stem(v) for v in old_vals}}
+        slots = _slots(untimed)
     # A correction that names the value it replaces ("I don't work at Acme anymore") while no
     # earlier turn holds that value is about something out of view: a single shared word or a
     # slot type is then too weak to pin it on another turn.
@@ -999,15 +1031,45 @@ def find_superseded(
     # whatever it was ("I'm allergic to peanuts" / "Never mind the restaurant.")
     named = _OBJECT_RETRACTION.match(_cue_text(norm))
     if named is not None:
-        return _named_venue(named.group("obj"), candidates, eligible, speaker, latest, kind_of)
+        return _named_venue(named.group("obj"), candidates, eligible, speaker, latest, kind_of,
+                            when=_slots(named.group("when")))
     # "scratch that, keep the old name": a retraction opener whose object matched nothing.
     if _RETRACTION_OPENER.match(norm):
         return _just_said(candidates, eligible, speaker, latest, f"retraction:'{cue_txt}' -> previous turn")
     return []
 
 
+def _without_times(cue_text: str, thing: re.Match[str]) -> str:
+    """A retraction naming its thing (`cue_text` normalised, `thing` its `_RETRACTED_OBJECT`
+    match) with the days, dates and hours after that phrase cut out ("never mind the movie
+    tonight." -> "never mind the movie ."): what is left may name its target, by a word or
+    a value ("forget my old number, it's 555-1234 now" keeps its number)."""
+    rest = cue_text[thing.end():]
+    for slot, vals in _slots(rest).items():
+        if slot in _WHEN_SLOTS:
+            for v in sorted(vals, key=len, reverse=True):  # "march 3" before "3"
+                rest = re.sub(rf"(?:\b(?:{_WHEN_WORDS}) )?(?<![\w'-]){re.escape(v)}(?![\w'-])", " ", rest)
+    return cue_text[:thing.end()] + re.sub(r" +(?=[ ,.;:!?]|$)", "", rest)
+
+
+def _meaning_text(text: str) -> str:
+    """What a correction is searched by meaning with (`Superseder._searched`): the text,
+    save that a retraction naming its thing loses the days and hours after it
+    (`_without_times`): "Forget the theatre on Friday." searches as "forget the theatre.",
+    the day drawing it near any booking for Friday (0.39 from a table booked for Friday at
+    7pm, "Forget the theatre." under RETRACTION_ALONE_MIN_COSINE), while "Never mind the
+    reminder at 6pm." is still as near "Remind me to call mom at 6pm." as its noun is."""
+    cues = _cue_text(normalize(text))
+    thing = _RETRACTED_OBJECT.match(cues) if _RETRACTS.search(cues) else None
+    if thing is None:
+        return text
+    untimed = _without_times(cues, thing)
+    return text if untimed == cues else untimed
+
+
 def _named_venue(obj: str, candidates: Sequence[Candidate], eligible: Sequence[Candidate], speaker: str | None,
-                 latest: bool, kind_of: KindCheck | None) -> list[tuple[int, str]]:
+                 latest: bool, kind_of: KindCheck | None, when: Mapping[str, AbstractSet[str]] | None = None
+                 ) -> list[tuple[int, str]]:
     """What a retraction naming `obj`, a thing no turn holds a word of, takes back: the
     latest of the user's last ``ELLIPSIS_REACH`` turns that is a request naming a place by
     its name alone (`_NAMED_VENUE`: "Book a table at Nong's for Friday.", which "the
@@ -1023,35 +1085,41 @@ def _named_venue(obj: str, candidates: Sequence[Candidate], eligible: Sequence[C
     of that act (`_arrangement`) or statement of the user's own such thing that stands
     (`_states_arrangement`: "I have a dentist appointment on Friday.") instead, with no
     `kind_of` needed: it names no kind. Its plural ("the reservations") takes each of
-    them."""
+    them. ``when``: the slots of a time said after the noun ("the restaurant on Friday"),
+    which only narrows: of the turns the noun names, the latest one holding that time, else
+    the latest of them (the time may be the user's own plan); it never makes a turn of
+    another kind one the noun names."""
     if not latest:
         return []
     ok = {c.position for c in eligible}
+    named: list[tuple[Candidate, str]] = []
     arranged = _arranged_act(obj)
     if arranged is not None:  # "the reservation": the latest booking of any kind
         act, every = arranged
-        found: list[tuple[int, str]] = []
         for c in reversed(candidates[-ELLIPSIS_REACH:]):
             if c.position not in ok or _other_speakers(speaker, c.speaker):
                 continue
             if _arrangement(c.text) == act if c.intent in _PLAN_INTENTS else _states_arrangement(c.text, act):
-                found.append((c.position, f"retraction: '{obj}' -> the {'' if every else 'latest '}{act}"))
-                if not every:  # "the reservation": the latest; "the reservations": each
-                    break
-        return found
-    if kind_of is None:
+                named.append((c, f"retraction: '{obj}' -> the {'' if every else 'latest '}{act}"))
+        if every:  # "the reservations": each
+            return [(c.position, why) for c, why in named]
+    elif kind_of is not None:
+        for c in reversed(candidates[-ELLIPSIS_REACH:]):
+            if c.position not in ok or c.intent not in _PLAN_INTENTS or _other_speakers(speaker, c.speaker):
+                continue
+            for m in _NAMED_VENUE.finditer(c.text):
+                after = (m.group("after") or "").strip().lower()
+                if _TIME_NAME.match(m.group("name")) is None and (not after or after in _STOP):
+                    # the name alone, its kind unsaid: `obj` must be of the request's kind
+                    if kind_of(obj, c.text):
+                        named.append((c, f"retraction: '{obj}' -> the place named '{m.group('name')}'"))
+                    break  # one place per request: another kind of thing, an earlier request may be the one
+    if not named:
         return []
-    for c in reversed(candidates[-ELLIPSIS_REACH:]):
-        if c.position not in ok or c.intent not in _PLAN_INTENTS or _other_speakers(speaker, c.speaker):
-            continue
-        for m in _NAMED_VENUE.finditer(c.text):
-            after = (m.group("after") or "").strip().lower()
-            if _TIME_NAME.match(m.group("name")) is None and (not after or after in _STOP):
-                # the name alone, its kind unsaid: `obj` must be of the request's kind
-                if kind_of(obj, c.text):
-                    return [(c.position, f"retraction: '{obj}' -> the place named '{m.group('name')}'")]
-                break  # another kind of thing: an earlier request may be the one
-    return []
+    timed = [(c, why) for c, why in named if when and any(
+        vals & _slots(c.text).get(slot, frozenset()) for slot, vals in when.items())]  # the same day or hour
+    c, why = (timed or named)[0]  # newest first
+    return [(c.position, why)]
 
 
 def _called_off_by_kind(text: str, norm: str, candidates: Sequence[Candidate], speaker: str | None,
@@ -2648,7 +2716,7 @@ class Superseder:
                 self.cold.index_pending(conversation_id=conv, max_rows=INLINE_INDEX_ROWS, end=max(todo),
                                         read_claimed=True)
             with remembered_for(memo_scope(self.cold.db_uuid, conv)):  # where the catch-up remembered them
-                vecs = self.embedder.embed([texts[p] for p in todo])
+                vecs = self.embedder.embed([_meaning_text(texts[p]) for p in todo])
         except Exception:
             log.warning("could not embed corrections of %s to find what they revise", conv, exc_info=True)
             return {}, self._incomplete(conv, todo) if waited else set()
@@ -2719,10 +2787,17 @@ class Superseder:
         # A retraction is checked against no new value: what links it to a turn that shares
         # no word or value with it ("forget the restaurant" / "book the Altis hotel") is the
         # cosine alone, which must then be above the unrelated range (RETRACTION_ALONE_MIN_COSINE)
+        # A retraction naming its thing ("Forget the pharmacy, I'll go tomorrow."): the day
+        # after it ("tomorrow") is the user's own plan, no new value for a pizza ordered for
+        # tonight nor a word of a table booked for Friday (`_without_times`)
+        cues = _cue_text(normalize(text))
+        thing = _RETRACTED_OBJECT.match(cues) if retracts else None
+        own = _without_times(cues, thing) if thing is not None else text
+        # (its cosines are of that text too: `_meaning_text`)
         fits = [(cos, t) for cos, t in eligible if cos >= max(SUPERSEDE_MIN_COSINE, best_cos - SUPERSEDE_PREFER_MARGIN)
                 and (not named or any(_contains_value(t.text, v) for v in named))
-                and ((retracts and (cos >= RETRACTION_ALONE_MIN_COSINE or _shares_word(text, t.text)))
-                     or elliptical or bool(named) or _asserts_new_value(text, t.text))
+                and ((retracts and (cos >= RETRACTION_ALONE_MIN_COSINE or _shares_word(own, t.text)))
+                     or elliptical or bool(named) or _asserts_new_value(own, t.text))
                 and (not routine or bool(set(_content(text)) & set(_content(t.text))))
                 and not (errand and _errand_of_its_own(text, t.text))]
         # small talk on the same topic can sit a hair closer than the instruction the
