@@ -12,7 +12,8 @@ Invariants:
 - An assistant message with tool calls is never separated from its tool results.
 - Order is prefix-stable, what changes least first: system, pinned, summary, the recent
   tail, then the per-turn part: the retrieved turns, then the latest user message
-  (`retrieved_placement="before_tail"` gives docs/design.md's literal order and no epochs).
+  (`retrieved_placement="before_tail"` puts the retrieved turns before the tail, without
+  epochs; the default is docs/design.md invariant 6's order).
   The stable layers are sized by the budget alone (`layer_shares`, the same for every
   query class); what a class needs more of goes into the per-turn part.
 - Within an epoch the context is append-only (planner.epoch): the previous call's
@@ -232,7 +233,7 @@ class PlannerSettings:
     tool_trim_tokens: int = 400
     tail_anchor: int = 8
     namespace_recall: bool = True
-    retrieved_placement: str = "before_latest"  # or "before_tail" (DESIGN's literal order)
+    retrieved_placement: str = "before_latest"  # or "before_tail" (retrieved before the tail, no epochs)
     system_messages: str = "as_is"  # or "merge" (one leading system message) or "before_latest" (memory last)
     context_format: str = "as_stored"  # or "chat" / "responses": convert every message to that family
     # the stable layers' budget shares, the same for every query class
