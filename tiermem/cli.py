@@ -13,10 +13,13 @@ said in that one line, its reason in full (`_note_keywords_only`): each run is a
 process, which would otherwise log the degraded episode's traceback every time; with
 `--debug` the log's records, traceback and all, come too.
 Exit codes: 0 done, 2 usage error (click's), 1 any other error, reported as one line
-`error: ...` on stderr; `--debug` shows the traceback instead. A command whose standard
-output was closed by its reader (`tiermem export | head`) stops quietly with 141, as a
-process killed by SIGPIPE (`git log | head`) does, its help (`tiermem --help | head`)
-too: the one handler is `_closed_stdout_exits_quietly`, around `TiermemGroup.invoke` and,
+`error: ...` on stderr; `--debug` shows the traceback instead. Ctrl-C: 130 and one line
+saying what the command left (`interrupted_text`), at any moment from the first import on
+(the console script's entry point, `tiermem.entry`, loads this module under its handler);
+`serve` and `consolidate --watch`, which run until Ctrl-C stops them, exit 0 saying
+nothing. A command whose standard output was closed by its reader (`tiermem export |
+head`) stops quietly with 141, as a process killed by SIGPIPE (`git log | head`) does, its
+help (`tiermem --help | head`) too: the one handler is `_closed_stdout_exits_quietly`, around `TiermemGroup.invoke` and,
 for the top-level --help and --version printed before it, `TiermemGroup.make_context`.
 
 Heavy imports (Memory, the embedding model, FastAPI, the evals) happen inside the
@@ -35,6 +38,12 @@ from, and creates nothing. The commands that may store the first messages (`appe
 """
 
 from __future__ import annotations
+
+if __name__ == "__main__":  # pragma: no cover - `python -m tiermem.cli`: as the console script,
+    # the imports below under its Ctrl-C handling (tiermem.entry); it exits
+    from tiermem.entry import main as _entry_main
+
+    _entry_main()
 
 import errno
 import functools
@@ -59,9 +68,10 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 import click
 
-# tiermem/__init__ has imported the facade already (`tiermem.cli` is inside the package):
-# these cost nothing more
+# the slow imports (the config, the models, numpy): a Ctrl-C during them is handled by
+# the console script's entry point (tiermem.entry), which imports this module
 from tiermem.config import DEFAULT_MAX_ID_CHARS, MAX_ID_CHARS_LIMIT, MAX_SCHEDULER_INTERVAL_S
+from tiermem.entry import INTERRUPTED_EXIT, STARTING_TEXT, debug_requested, stops_on_interrupt
 from tiermem.memory import (
     DEFAULT_BUDGET_TOKENS,
     DEFAULT_NAMESPACE,
@@ -408,7 +418,17 @@ class TiermemGroup(click.Group):
         # the top-level --help and --version print while the arguments are parsed, before
         # invoke: a closed stdout there ends as it does in a command
         with _closed_stdout_exits_quietly(None):
-            return super().make_context(info_name, args, parent=parent, **extra)
+            try:
+                ctx = super().make_context(info_name, args, parent=parent, **extra)
+            except KeyboardInterrupt:  # click's own handler: "Aborted!", exit 1
+                if stops_on_interrupt(args):
+                    raise click.exceptions.Exit(0) from None
+                if debug_requested(args):
+                    raise
+                click.echo(f"error: {STARTING_TEXT}", err=True)
+                raise click.exceptions.Exit(INTERRUPTED_EXIT) from None
+        ctx.meta[COMMAND_LINE_KEY] = list(args)
+        return ctx
 
     def invoke(self, ctx: click.Context) -> Any:
         with _noting_interrupts(), _closed_stdout_exits_quietly(ctx), _stdout_in_pieces(ctx):
@@ -420,7 +440,11 @@ class TiermemGroup(click.Group):
                 raise
             except KeyboardInterrupt:
                 # Ctrl-C: click's own handler printed "Aborted!" and exited 1. The
-                # command's context has closed its Memory by now (an unwinding `with`)
+                # command's context has closed its Memory by now (an unwinding `with`).
+                # `serve` and `consolidate --watch` are stopped so: exit 0, in any phase
+                # (loading, opening the store, starting uvicorn or the scheduler, running)
+                if stops_on_interrupt(ctx.meta.get(COMMAND_LINE_KEY, ())):
+                    raise click.exceptions.Exit(0) from None
                 if _debug_requested(ctx):
                     raise
                 click.echo(f"error: {interrupted_text(ctx.invoked_subcommand)}", err=True)
@@ -435,8 +459,8 @@ class TiermemGroup(click.Group):
                 raise CliError(one_line(exc, several_transactions=several)) from None
 
 
-# the status of a command interrupted by Ctrl-C (SIGINT), as a shell shows a process it killed
-INTERRUPTED_EXIT = 128 + signal.SIGINT
+# the command line's arguments, kept in the group's context for its Ctrl-C handler
+COMMAND_LINE_KEY = "tiermem.command_line"
 # what an interrupted command left, by command: each of these commits in steps and, run
 # again, goes on from what is stored (import skips what is present, migrate-store resumes,
 # index and rebuild redo what is missing, an erasure erases the rest)
