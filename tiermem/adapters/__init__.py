@@ -17,8 +17,9 @@ install needs none of them: `pip install 'tiermem[agents]'` (or `langchain`,
   LangGraph's `create_react_agent` (deprecated in LangGraph 1.x for `create_agent`).
 - `tiermem.adapters.mcp_server.build_server`: a FastMCP server (`tiermem mcp`).
 - `tiermem.adapters.anthropic.from_anthropic` / `to_anthropic`: Anthropic Messages API
-  messages and replies in, a context as a `messages.create` request (`AnthropicRequest`)
-  out (needs no SDK itself; `tiermem[anthropic]` installs it for the agent).
+  messages and replies in, a context as a `messages.create` request (`AnthropicRequest`,
+  its cache breakpoints `AnthropicBreakpoint`) out (needs no SDK itself;
+  `tiermem[anthropic]` installs it for the agent).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ _LAZY = {
     "from_anthropic": "tiermem.adapters.anthropic",
     "to_anthropic": "tiermem.adapters.anthropic",
     "AnthropicRequest": "tiermem.adapters.anthropic",
+    "AnthropicBreakpoint": "tiermem.adapters.anthropic",  # AnthropicRequest.breakpoints' items
 }
 __all__ = list(_LAZY)
 
