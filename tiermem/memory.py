@@ -125,7 +125,7 @@ from tiermem.tiers.recount import Recount
 from tiermem.tiers.statements import turn_states
 from tiermem.tiers.store import INDEX_POOL_BATCHES, ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
-from tiermem.tiers.turncache import PENDING_RECHECK_TURNS, TurnCache
+from tiermem.tiers.turncache import PENDING_RECHECK_TURNS, TurnCache, TurnTable
 from tiermem.tiers.zones import Zone, optional_timezone
 
 if TYPE_CHECKING:
@@ -223,6 +223,15 @@ CONTEXT_EMBED_POOLS = 1
 # the key of `Plan.timings_ms` (cumulative, as every key there) when the context's inline
 # catch-up of pending turns ended: its own time is `stage_ms[EMBED_PENDING_STAGE]`
 EMBED_PENDING_STAGE = "embed_pending"
+# the longest a context waits (seconds) for turns of its conversation that another
+# catch-up of this process (the background indexer, another call's) read first, and so
+# left out of its own catch-up (tiers.catchup.Claims), until their vectors are stored and
+# their hooks ran (`ColdLog.wait_decided`): without it the plan scored whichever of the
+# newest turns the indexer had not finished without a vector, and the same appends and
+# calls gave different contexts run to run. About a small pool's embedding (an append's
+# few turns) and hooks at p99 on 2 cores; past it the context goes on without them and
+# its plan says so (`Plan.vectors_pending`, `Plan.retrieval`)
+CLAIMED_WAIT_S = 0.2
 MS_PER_S = 1000.0  # Plan.timings_ms is in milliseconds
 
 
@@ -1582,6 +1591,7 @@ class Memory:
         table = None
         failure: Exception | None = None
         cut = 0  # turns left without a vector by CONTEXT_EMBED_POOLS
+        claimed = 0  # turns another catch-up of this process still held after CLAIMED_WAIT_S
         # the plan's timings start here, not where the planner starts: the stages before it
         # (the turn table, the inline catch-up, the hot and warm reads) are the call's too
         t0 = time.perf_counter()
@@ -1602,6 +1612,8 @@ class Memory:
                     table = self.turns.get(conv, tz)
                 if bound.fired or stored >= most:  # not a store without a model (read-only, none)
                     cut = int((~table.has_vec).sum())
+                elif self.cold.embedder is not None and not bool(table.has_vec.all()):
+                    table, claimed = self._await_claimed(conv, table, tz)
                 if cut and self._indexer is not None:
                     self._indexer.wake.set()  # the rest: the background catch-up, from now
         except Exception as exc:
@@ -1628,7 +1640,34 @@ class Memory:
             ctx.plan.vectors_pending = cut
             ctx.plan.retrieval += (f"; dense ranking partial: {cut} turn(s) have no vector yet (embedded in the "
                                    "background), found by keywords and recency only")
+        elif claimed:
+            ctx.plan.vectors_pending = claimed
+            ctx.plan.retrieval += (f"; dense ranking partial: {claimed} turn(s) were still being embedded by "
+                                   f"another catch-up of this process after {CLAIMED_WAIT_S * MS_PER_S:.0f} ms, "
+                                   "found by keywords and recency only")
         return ctx
+
+    def _await_claimed(self, conv: str, table: TurnTable, tz: str) -> tuple[TurnTable, int]:
+        """After a context's own catch-up left turns of `conv` without a vector (another
+        catch-up of this process read them first, tiers.catchup.Claims): wait, at most
+        CLAIMED_WAIT_S, until that one stored their vectors and ran their hooks, then read
+        the table again (its copy knew them pending). Answers the table and how many of
+        its turns are still held by another catch-up (0: it saw every one). Only this
+        process's catch-ups are seen (claims are not rows): another process's claim on a
+        turn never kept this one from embedding it itself, as before. Neither waits on the
+        other: the indexer's thread never waits for a context (hooks never wait)."""
+        pending = [int(p) for p in table.positions[~table.has_vec]]
+        # one look without waiting: the common case (another catch-up held none of them)
+        # costs no wait; a vector committed since this call's first read is read below
+        held = not self.cold.wait_decided(conv, pending, 0.0)
+        if held and not self.cold.wait_decided(conv, pending, CLAIMED_WAIT_S):
+            table = self.turns.get(conv, tz)
+            left = [int(p) for p in table.positions[~table.has_vec]]
+            return table, len(left) if not self.cold.wait_decided(conv, left, 0.0) else 0
+        # the copy rechecks PENDING_RECHECK_TURNS of its pending turns per get
+        for _ in range(-(-len(pending) // PENDING_RECHECK_TURNS)):
+            table = self.turns.get(conv, tz)
+        return table, 0
 
     def _hot_view(self, conv: str) -> HotView:
         from tiermem.planner.build import HotView

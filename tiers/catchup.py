@@ -79,7 +79,11 @@ class Claims:
     call ends without it (`release`), under `lock` too: a reader then either finds the
     claim or reads the turn's `embedded = 1` (its read comes after the commit), never
     neither. Only this process's catch-ups are told; another process's are kept from
-    storing a vector twice by the store step's `embedded = 0` recheck, as before.
+    storing a vector twice by the store step's `embedded = 0` recheck, as before. A
+    context whose catch-up left turns of its conversation to another one then waits for
+    them (`Deciding.wait`, at most Memory's CLAIMED_WAIT_S): else its plan depended on
+    which thread claimed the turn just appended. Another process's claims are not seen:
+    its turns are embedded here too, as before.
 
     One reader does not leave them: supersession's catch-up of the turns before a live
     correction (`index_pending(read_claimed=True)`, consolidation.supersede) needs their

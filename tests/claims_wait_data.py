@@ -1,0 +1,48 @@
+"""The conversation of tests/test_context_claims_wait.py: varied turns about a few people,
+places and plans (so that dense ranking, neighbours and episodes all weigh in), then
+questions appended one by one, each followed by a context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+CONV = "claims-wait"
+NS = "det"
+SEED_AT = 1_767_000_000.0  # the first seeded turn's created_at (epoch seconds)
+TURN_GAP_S = 90.0  # between seeded turns
+SESSION_TURNS = 20  # seeded turns per session; sessions a day apart
+DAY_S = 86_400.0
+
+_PEOPLE = ["Maya", "Jonas", "Priya", "Tomas", "Lena", "Omar"]
+_PLACES = ["the climbing gym", "Lisbon", "the farmers market", "the pottery studio", "Kyoto", "the library"]
+_THINGS = ["a marathon", "a sourdough starter", "a rescue dog", "a new job in design", "a guitar recital",
+           "a trip with her sister", "a vegetable garden", "a photography course"]
+_MOODS = ["excited", "nervous", "tired but happy", "proud", "a bit overwhelmed", "relieved"]
+
+
+def seed_messages(n: int = 160) -> list[dict[str, Any]]:
+    """`n` alternating user/assistant turns, deterministic, with created_at."""
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        p, pl = _PEOPLE[i % len(_PEOPLE)], _PLACES[(i * 5) % len(_PLACES)]
+        th, mo = _THINGS[(i * 3) % len(_THINGS)], _MOODS[(i * 7) % len(_MOODS)]
+        at = SEED_AT + (i // SESSION_TURNS) * DAY_S + (i % SESSION_TURNS) * TURN_GAP_S
+        if i % 2 == 0:
+            text = f"{p} told me about {th} at {pl}; she felt {mo} about it (note {i})."
+        else:
+            text = f"That sounds lovely. How long has {p} been going to {pl} for {th}?"
+        out.append({"role": "user" if i % 2 == 0 else "assistant", "content": text, "created_at": at})
+    return out
+
+
+QUESTION_AT = SEED_AT + 10 * DAY_S  # the first question's created_at
+QUESTIONS = [
+    "When did Maya start the marathon training?",
+    "What did Priya do in Kyoto?",
+    "Who has a rescue dog?",
+    "How did Jonas feel about the pottery studio?",
+    "What is Lena growing in her vegetable garden?",
+    "Where did Omar take the photography course?",
+    "Which of them went to Lisbon with her sister?",
+    "What did Tomas say about the guitar recital?",
+]
