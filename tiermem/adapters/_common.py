@@ -368,7 +368,7 @@ def checked_chunks(mem: MemoryLike, chunks: list[list[dict[str, Any]]], *, mend:
         try:
             checked.append(mend(chunk, functools.partial(_checked, mem)))
         except ValidationError as exc:
-            raise _shifted(exc, names, offset) from None
+            raise shifted(exc, names, offset) from None
         offset += len(chunk)
     return checked
 
@@ -387,7 +387,7 @@ def _checked(mem: MemoryLike, bodies: list[dict[str, Any]]) -> list[dict[str, An
 _BATCH_INDEX = re.compile(r"messages\[(\d+)\]")
 
 
-def _shifted(exc: ValidationError, names: Sequence[str], offset: int) -> ValidationError:
+def shifted(exc: ValidationError, names: Sequence[str], offset: int) -> ValidationError:
     """`exc` of a chunk whose first message is the `offset`-th of the whole add: its
     `messages[i]` named `names[offset + i]` (the caller's name of that message)."""
     return exc.renamed(_BATCH_INDEX.sub(lambda m: names[int(m[1]) + offset], exc.field, count=1))

@@ -125,6 +125,7 @@ from tiermem.adapters._common import (
     latest_user_text,
     log_pages,
     metadata_limit,
+    shifted,
     visible,
 )
 from tiermem.adapters.langchain import (
@@ -139,7 +140,7 @@ from tiermem.adapters.langchain import (
     to_openai,
     unique_call_ids,
 )
-from tiermem.tiers.errors import EditConflict, EditTooLong, PositionMismatch
+from tiermem.tiers.errors import EditConflict, EditTooLong, PositionMismatch, ValidationError
 from tiermem.tiers.formats import CLEAR_TYPE, RETRACT_TYPE
 from tiermem.tiers.models import StoredMessage
 from tiermem.tiers.zones import optional_timezone
@@ -449,6 +450,19 @@ class ConversationSync:
             self._last = m
         return redundant
 
+    def _append(self, chunk: list[dict[str, Any]], names: Sequence[str], offset: int,
+                expect_position: int | None = None) -> list[int]:
+        """`chunk` appended, its first message the `offset`-th of the sync's batch; a
+        refusal names the message as `names` does (its index in the graph state), its class
+        kept: a batch of one chunk is checked only by this append (`checked`), which names
+        the message by its index in the batch (232828a named a chunked sync's only)."""
+        try:
+            return append_bodies(self.memory, self.conversation_id, chunk, expect_position=expect_position)
+        except PositionMismatch:
+            raise  # the log moved: planned again, no message of the state to name
+        except ValidationError as exc:
+            raise shifted(exc, names, offset) from None
+
     def sync(self, messages: Sequence[BaseMessage]) -> int:
         """Append the messages not stored yet (all of those without an id) and the edits
         of stored ones (each with the rows after it: the module's docstring); returns how
@@ -531,7 +545,7 @@ class ConversationSync:
                             # written only where the previous chunk (the first: this read) left
                             # the log: the rows an edit retracts are still visible and none came
                             # after them, and a message another writer stored since is not stored again
-                            at = append_bodies(self.memory, self.conversation_id, chunk, expect_position=at)[-1] + 1
+                            at = self._append(chunk, names, done, expect_position=at)[-1] + 1
                             end = done + len(chunk)
                             written += sum(1 for k in mine if done <= k < end)
                             sent.update(new_at[max(done - copied, 0):max(end - copied, 0)])
@@ -542,7 +556,10 @@ class ConversationSync:
                         continue  # plan (the rest) again from what the log holds now
                     self._ended(messages, start, keys, snaps, idless)
                     return written
-                positions = [p for chunk in chunks for p in append_bodies(self.memory, self.conversation_id, chunk)]
+                positions, done = [], 0
+                for chunk in chunks:
+                    positions += self._append(chunk, names, done)
+                    done += len(chunk)
                 # a batch that cannot be conditional (a Client of an older server): another
                 # process may have hidden one of the rows it retracts first (its own edit, a
                 # pop), and then that row's copy goes (theirs stands; the retractions that hid a row stand with their
