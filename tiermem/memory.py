@@ -1068,9 +1068,8 @@ class Memory:
                 parsed.append(self._parse(m, session_id=session_id, stamp=False))
             except ValidationError as exc:
                 # name the message in the batch, keeping the class (LimitExceeded carries
-                # the value and the limit)
-                exc.field = f"messages[{i}].{exc.field}"
-                exc.args = (f"{exc.field}: {exc.problem}",)
+                # the value and the limit); raised as it was, its cause and traceback kept
+                exc.renamed(f"messages[{i}].{exc.field}")
                 raise
         fingerprint = append_fingerprint(parsed) if idempotency_key is not None else None
         parsed = [stamped(m) for m in parsed]
