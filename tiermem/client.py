@@ -169,7 +169,7 @@ from tiermem.tiers.models import (
     validate_id,
     validate_namespace,
 )
-from tiermem.tiers.plain_json import MAX_JSON_INT_DIGITS, check_int_digits, unencodable
+from tiermem.tiers.plain_json import MAX_JSON_INT_DIGITS, NESTED_TOO_DEEP, check_int_digits, unencodable
 from tiermem.tiers.zones import optional_timezone
 
 __all__ = ["AnthropicContext", "AsyncClient", "Client", "Limits"]
@@ -379,7 +379,7 @@ def _anthropic_wire(message: Any) -> bytes:
         try:
             out[name] = sdk_plain_deep(value)
         except RecursionError:
-            raise field_error(name, "is nested too deep to be sent (past the interpreter's recursion limit)") from None
+            raise field_error(name, NESTED_TOO_DEEP) from None
     check_keys(out, "")
     check_int_digits(out, "")  # the one integer limit, as the service's guard and the library hold it
     try:

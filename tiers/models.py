@@ -38,7 +38,13 @@ from tiermem.tiers.formats import (
     message_text,
     wire_body,
 )
-from tiermem.tiers.plain_json import MAX_JSON_INT_DIGITS, check_int_digits, plain_deep, unencodable
+from tiermem.tiers.plain_json import (
+    MAX_JSON_INT_DIGITS,
+    NESTED_TOO_DEEP,
+    check_int_digits,
+    plain_deep,
+    unencodable,
+)
 
 # the canonical roles the turn index keeps (tiers.formats.canonical_role)
 Role = Literal["system", "user", "assistant", "tool"]
@@ -580,7 +586,7 @@ def parse_message(
         # a date, NaN, an object no SDK made, in a payload kept verbatim: named by its place
         raise unencodable(body) from None
     except RecursionError:
-        raise ValidationError("message", "is nested too deeply to store") from None
+        raise ValidationError("message", NESTED_TOO_DEEP) from None
     size = content_bytes(body)
     if size > max_content_bytes:
         raise LimitExceeded("content", size, max_content_bytes)

@@ -37,6 +37,12 @@ _SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
 MAX_JSON_INT_DIGITS = 1_000
 # an int of more than MAX_JSON_INT_DIGITS digits is one at least this far from 0 (no str())
 _INT_DIGITS_BOUND = 10 ** MAX_JSON_INT_DIGITS
+# The problem of a value nested past the interpreter's recursion limit (json.dumps's
+# RecursionError), one wording wherever a message is encoded: the library (`unencodable`,
+# `tiers.models`), the Anthropic adapter, a Client before sending (which said "to be
+# stored", "to store", "to be sent" of the same refusal). Shallower nesting past
+# MAX_JSON_DEPTH is refused first, by tiers.models' check naming that limit.
+NESTED_TOO_DEEP = "is nested too deep to store (past the interpreter's recursion limit)"
 
 
 def plain_deep(value: Any, plain: Callable[[Any], Any]) -> Any:
@@ -207,6 +213,5 @@ def unencodable(message: Any, field: str = "") -> ValidationError:
         try:
             json.dumps(value, ensure_ascii=False, allow_nan=False)
         except RecursionError:
-            return placed(field, (name,), field_error(name, "is nested too deep to be stored (past the "
-                                                      "interpreter's recursion limit)"))
+            return placed(field, (name,), field_error(name, NESTED_TOO_DEEP))
     return ValidationError(field or "message", "cannot be stored as JSON")  # not reached: json.dumps refused something

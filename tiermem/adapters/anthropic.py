@@ -167,7 +167,7 @@ from tiermem.tiers.formats import (
     to_chat,
 )
 from tiermem.tiers.models import check_int, check_keys
-from tiermem.tiers.plain_json import check_int_digits, plain_deep, unencodable
+from tiermem.tiers.plain_json import NESTED_TOO_DEEP, check_int_digits, plain_deep, unencodable
 
 THINKING_KEY = "anthropic_thinking"
 EXTRA_KEY = "anthropic_extra"
@@ -252,7 +252,7 @@ def _json_bytes(value: Any, field: str) -> int:
     try:
         size = len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode())
     except RecursionError:
-        raise ValidationError(field, "is nested too deep to store") from None
+        raise ValidationError(field, NESTED_TOO_DEEP) from None
     except (TypeError, ValueError):  # NaN, infinities, an object, a lone surrogate (UnicodeEncodeError)
         # named by its place, in the words a `Client` refuses it with before sending
         # (`tiers.plain_json.unencodable`, one wording); a reply's own field from the
