@@ -19,7 +19,7 @@ from claims_wait_data import CONV, NS, QUESTION_AT, QUESTIONS
 from tiermem import Config, Memory
 from tiermem.tiers.embed_onnx import FastEmbedder, build_embedder
 
-BUDGET_TOKENS = 1500  # small enough that retrieval chooses among the seeded turns
+BUDGET_TOKENS = 1000  # small enough that retrieval chooses among the seeded turns
 
 
 def main(data_dir: Path, mode: str) -> None:

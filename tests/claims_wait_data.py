@@ -20,7 +20,7 @@ _THINGS = ["a marathon", "a sourdough starter", "a rescue dog", "a new job in de
 _MOODS = ["excited", "nervous", "tired but happy", "proud", "a bit overwhelmed", "relieved"]
 
 
-def seed_messages(n: int = 160) -> list[dict[str, Any]]:
+def seed_messages(n: int = 300) -> list[dict[str, Any]]:
     """`n` alternating user/assistant turns, deterministic, with created_at."""
     out: list[dict[str, Any]] = []
     for i in range(n):

@@ -36,7 +36,7 @@ TESTS = Path(__file__).parent
 CHILD = TESTS / "claims_wait_child.py"
 BG_SEEDS = [1, 2, 3, 4]  # PYTHONHASHSEED of the runs with the indexer on
 CHILD_TIMEOUT_S = 300
-# the context's own work besides the wait (a 160-turn table, the query's embedding, the
+# the context's own work besides the wait (a 40-turn table, the query's embedding, the
 # plan) on a loaded 2-core runner: the test's bound is CLAIMED_WAIT_S plus this
 CONTEXT_SLACK_S = 3.0
 HOLD_S = 30.0  # the longest the indexer's model run is held (released at the test's end)
@@ -67,13 +67,17 @@ def test_contexts_with_the_indexer_on_are_the_same_run_to_run(tmp_path: Path, em
     calls = json.loads(ref)
     assert all(c["vectors_pending"] == 0 for c in calls)
     assert any(it[0] == "retrieved" for c in calls for it in c["items"])  # retrieval weighs in
-    differ: dict[int, list[int]] = {}
+    messages: dict[int, list[int]] = {}  # PYTHONHASHSEED -> calls whose messages differ
+    differ: dict[int, list[int]] = {}  # -> calls whose messages or plan items differ
     for seed in BG_SEEDS:
         got = _run(seeded, tmp_path / f"bg{seed}", "bg", seed)
         if got != ref:
-            differ[seed] = [i for i, (a, b) in enumerate(zip(json.loads(got), calls, strict=True)) if a != b]
-    # each call's messages and plan items (slices, positions, reasons with their scores)
-    # byte for byte, whichever of the indexer and the context embedded the question
+            pairs = list(enumerate(zip(json.loads(got), calls, strict=True)))
+            messages[seed] = [i for i, (a, b) in pairs if json.dumps(a["messages"]) != json.dumps(b["messages"])]
+            differ[seed] = [i for i, (a, b) in pairs if a != b]
+    # each call's messages byte for byte, whichever of the indexer and the context
+    # embedded the question; and its plan items (slices, positions, reasons with scores)
+    assert {s: c for s, c in messages.items() if c} == {}, f"messages differ from the indexer-off run: {messages}"
     assert differ == {}, f"PYTHONHASHSEED -> calls that differ from the indexer-off run: {differ}"
 
 
