@@ -122,7 +122,7 @@ def test_plan_shows_layers_left_out_cache_and_stays_under_budget(client: TestCli
         # the same plan as the library makes (a what-if changes nothing, so it is repeatable)
         plan = mem.context(CONV, q, budget, namespace="acme", record=False).plan
         assert tokens == plan.tokens
-        assert f"Expected cached tokens</dt><dd id=\"cached-tokens\">{plan.cache.expected_cached_tokens}<" in text
+        assert f"Tokens shared with the previous call</dt><dd id=\"cached-tokens\">{plan.cache.expected_cached_tokens} " in text
         assert "Boundary" in text and "Breakpoints" in text
         for it in plan.items:
             assert f'data-slice="{it.slice}" data-positions="{" ".join(map(str, it.positions))}"' in r.text
