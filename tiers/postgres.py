@@ -390,6 +390,14 @@ RETENTION_GUC = "tiermem.retention"  # the one setting under which messages may 
 # the advisory lock (with the schema) under which an erasure numbers its tombstones, so
 # their ids grow in commit order (`SharedQueries.erased_after`)
 ERASURE_ORDER_LOCK = "tiermem-tombstones"
+# the advisory lock (with the schema) under which one session finishes an OWED scrub (an
+# open's, or a running Memory's indexer thread's: `_finish_scrub`), session-scoped as the
+# VACUUM runs outside a transaction. Each server's finisher fires within one indexer wake
+# of the others' (60 s owed seen by all): without it a second server read the marker the
+# first was about to delete, its VACUUM FULL waited behind the first's, then rewrote every
+# table again (a second stall of the whole store) or gave up with a false warning. Tried,
+# never waited for: busy, the holder finishes it. An erasure's own scrub does not take it
+OWED_SCRUB_LOCK = "tiermem-owed-scrub"
 # "on": a commit returns once its WAL is on disk (an fsync per append: 1.5-5 ms on this
 # machine's disk). "off": it returns at once and the WAL writer flushes within ~0.6 s; a
 # crash of the server or the OS may lose the last such commits, never corrupts or
@@ -1421,7 +1429,9 @@ class PostgresStore(SharedQueries):
                 if owed and self._rewrite_owed_statistics():  # the tables' done: pg_statistic's alone
                     log.info("finished the rewrite of %s that an erasure's scrub owed", STATISTICS_TABLE)
                 return
-            if self._scrub():  # else still owed, or not allowed pg_statistic: _reclaim logged which
+            # else still owed, or not allowed pg_statistic (_reclaim logged which), or another
+            # session of the store finishing it (or finished it) meanwhile: quiet
+            if self._scrub(owed=True):
                 log.info("finished the scrub of %s", erasure)
         except AFTER_COMMIT_ERRORS:
             # a lock timeout (a table's reader), a read-only role; or StoreStalled: a rewrite
@@ -2502,19 +2512,20 @@ class PostgresStore(SharedQueries):
         pool as on a caller's), or cut where the server did not answer at all."""
         return self._reclaim(full=full, lock_timeout_ms=None)
 
-    def _scrub(self, missed: list[str] | None = None) -> bool:
+    def _scrub(self, missed: list[str] | None = None, *, owed: bool = False) -> bool:
         """An erasure's scrub (reclaim() at the store's erase_scrub), its own or one owed at
         an open: a table's lock waited for at most the store's lock_timeout, or where it
         sets none SCRUB_LOCK_TIMEOUT_MS (LockNotAvailable past it), not up to the
         maintenance deadline. reclaim() called by an operator keeps the session's.
         `missed` gets what the scrub did not rewrite, and why (`_reclaim`). A snapshot
         older than the erasure still open is asked for before the rewrite, not after it:
-        the rewrite would keep the rows it may see, so it is skipped, the scrub owed."""
+        the rewrite would keep the rows it may see, so it is skipped, the scrub owed.
+        `owed`: one left owed (`_finish_scrub`), done by one session at a time (`_reclaim`)."""
         return self._reclaim(lock_timeout_ms=SCRUB_LOCK_TIMEOUT_MS if self._lock_timeout_ms is None else None,
-                             missed=missed, holders_first=True)
+                             missed=missed, holders_first=True, owed=owed)
 
     def _reclaim(self, *, full: bool | None = None, lock_timeout_ms: int | None,
-                 missed: list[str] | None = None, holders_first: bool = False) -> bool:
+                 missed: list[str] | None = None, holders_first: bool = False, owed: bool = False) -> bool:
         """reclaim(), its VACUUM waiting for a table's lock at most `lock_timeout_ms`
         where given (LockNotAvailable past it, a psycopg.Error), for a store that sets no
         lock_timeout of its own: set for the statement, and reset after it on our own pool
@@ -2528,18 +2539,25 @@ class PostgresStore(SharedQueries):
         (SNAPSHOT_HOLDERS_SQL), nothing is rewritten: the rewrite would copy the rows that
         snapshot may see into the new files, and an owed scrub retried at every open
         rewrote every table of the store (ACCESS EXCLUSIVE, 0.5-1 s at 30,000 messages)
-        at each, for nothing, as long as the holder lasted. False, still owed."""
+        at each, for nothing, as long as the holder lasted. False, still owed.
+        `owed` (a scrub left owed, `_finish_scrub`): under OWED_SCRUB_LOCK, tried; False,
+        nothing done or logged, where another session holds it (it finishes the scrub) or
+        the marker is gone once it is had (another session finished it)."""
         assert lock_timeout_ms is None or self._lock_timeout_ms is None  # else the session's is the store's
         full = self.erase_scrub == "full" if full is None else full
         held: list[str] = []
         stale: list[tuple[str, str]] = []  # clear_stale_statistics: what the role may not clear
-        with self._maintenance(), self._conn() as conn:
+        with self._maintenance(), self._conn() as conn, self._owed_scrub_lock(conn, owed) as mine:
+            if not mine:
+                return False  # another session finishes this owed scrub
             # pg_statistic after the tables (STATISTICS_TABLE), where the role may rewrite it
             statistics = full and self._may_vacuum_statistics(conn)
             locked = False  # pg_statistic's lock held by another session past its wait
             analyzed = ""  # the next xid after the tables' ANALYZE (SCRUB_STATISTICS_KEY)
             row = conn.execute("SELECT value FROM meta WHERE key = %s", (SCRUB_PENDING_KEY,)).fetchone()
             marker: str | None = row[0] if row else None
+            if owed and marker is None:
+                return False  # finished by another session before the lock was had: not by us
             owed_xid = erasure_xid(marker) if full and holders_first else None
             if owed_xid is not None:  # asked before the rewrite: what it could not scrub
                 held = self._lasting_holders(conn, owed_xid)  # one running a statement waited for
@@ -2617,6 +2635,37 @@ class PostgresStore(SharedQueries):
                 missed.append(f"{STATISTICS_TABLE} (the role may not VACUUM it; a role that may: "
                               f"VACUUM FULL {STATISTICS_TABLE})")
         return statistics
+
+    @contextlib.contextmanager
+    def _owed_scrub_lock(self, conn: Conn, owed: bool) -> Iterator[bool]:
+        """OWED_SCRUB_LOCK on `conn` for the block, where `owed` (else True, no lock):
+        whether it is had (tried, not waited for). Released after the block, whatever
+        happened in it; where that fails the connection is closed (its session's end
+        releases it), so no pooled connection keeps it: every other session's owed scrub
+        would be skipped as long as it lived."""
+        if not owed:
+            yield True
+            return
+        key = f"{OWED_SCRUB_LOCK}-{self.schema}"
+        row = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()
+        if not conn.autocommit:
+            # the marker is read after this in a snapshot taken after the lock was had (the
+            # holder's delete of it committed before it let go)
+            conn.commit()
+        if not (row and row[0]):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            try:
+                if conn.info.transaction_status == pq.TransactionStatus.INERROR:
+                    conn.rollback()
+                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+                if not conn.autocommit:
+                    conn.commit()
+            except psycopg.Error:
+                conn.close()
 
     def _held(self, marker: str | None, held: Sequence[str], missed: list[str] | None, *, rewritten: bool) -> bool:
         """The scrub not done, a snapshot older than the erasure open (`held`: what holds
