@@ -1560,26 +1560,23 @@ class ColdStore(SharedQueries):
             if detached is not None:
                 self._step("erase:detached")
                 time.sleep(min(held, ERASE_PAUSE_MAX_S))
-                try:
-                    terms, limit = self._purge_owed(detached, limit, terms=erased_terms is not None)
-                except DriverDatabaseError:  # busy: its rows stay owed, the next open or erasure deletes them
-                    log.warning("erasure: could not delete a detached conversation's rows now; "
-                                "the next open or erasure deletes them and scrubs", exc_info=True)
-                    rows_owed = True
-                else:
+                terms, limit, owed = self._purge_owed_committed(
+                    detached, limit, terms=erased_terms is not None,
+                    busy_warning="erasure: could not delete a detached conversation's rows now; "
+                                 "the next open or erasure deletes them and scrubs")
+                rows_owed |= owed
+                if not owed:
                     if erased_terms is not None:
                         erased_terms += terms
                     self._after_commit(on_erased, keys)  # a reader in flight may have cached its rows meanwhile
             for fork in forks:  # unfinished copies of these conversations: deleted as a detached one's rows
-                try:
-                    terms, _ = self._purge_owed(fork, ERASE_BATCH_MESSAGES, terms=erased_terms is not None)
-                except DriverDatabaseError:  # busy: its rows stay owed, the next open or erasure deletes them
-                    log.warning("erasure: could not delete an unfinished fork's copy now; "
-                                "the next open or erasure deletes it and scrubs", exc_info=True)
-                    rows_owed = True
-                else:
-                    if erased_terms is not None:
-                        erased_terms += terms
+                terms, _, owed = self._purge_owed_committed(
+                    fork, ERASE_BATCH_MESSAGES, terms=erased_terms is not None,
+                    busy_warning="erasure: could not delete an unfinished fork's copy now; "
+                                 "the next open or erasure deletes it and scrubs")
+                rows_owed |= owed
+                if erased_terms is not None:  # [] when its rows stay owed
+                    erased_terms += terms
             self._step("erase:batch")
             if last:  # nothing left to erase: no pause, no further look
                 break
@@ -1781,6 +1778,21 @@ class ColdStore(SharedQueries):
         self._forget_copied(c, [key])
         c.execute("INSERT OR REPLACE INTO erase_owed(key, reason, at) VALUES (?, ?, ?)", (key, reason, now))
         self._owe_after_commit(c, [key], now)
+
+    def _purge_owed_committed(self, key: str, limit: int, *, terms: bool,
+                              busy_warning: str) -> tuple[list[bytes], int, bool]:
+        """`_purge_owed(key, limit)` after an erasure's commit, where nothing may raise
+        (the caller would hear "nothing was written" for conversations that are gone):
+        busy (another process's write lock past busy_timeout_ms), the rows stay owed, the
+        next open or erasure deletes them and scrubs, and `busy_warning` is logged.
+        Returns the FTS terms of the rows deleted ([] when busy or not `terms`), the last
+        batch size (`limit` when busy) and whether the rows stay owed."""
+        try:
+            erased, limit = self._purge_owed(key, limit, terms=terms)
+        except DriverDatabaseError:
+            log.warning(busy_warning, exc_info=True)
+            return [], limit, True
+        return erased, limit, False
 
     def _purge_owed(self, key: str, limit: int, *, terms: bool) -> tuple[list[bytes], int]:
         """Delete the rows of a detached conversation (`_detach`), in batches of about
