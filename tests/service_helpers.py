@@ -8,6 +8,9 @@
   `--no-auth`, no hot tier and no scheduler, the runner's TIERMEM_ settings left out.
 - `raw_request`: one HTTP/1.1 request written byte for byte on a socket, for what
   clients (httpx included) normalise away: repeated headers, odd Content-Types.
+- `served_and_local`: a store served in a thread and one in this process with the same
+  Config, for tests that hold a `Client`'s answer against the library's; `stored_rows`
+  the rows of a conversation in either (0 where there is none).
 - `frozen`: make a directory tree really unwritable, also for root (for whom mode bits
   mean nothing): `chattr +i` as root, `chmod a-w` otherwise; the test is skipped, with
   the reason, where neither can work.
@@ -33,10 +36,13 @@ import httpx
 import pytest
 import uvicorn
 from fastapi.responses import JSONResponse
+from hash_embedder import HashEmbedder
 from ports import free_port
 
 from tiermem import Config, Memory
+from tiermem.adapters._common import MemoryLike
 from tiermem.service import create_app
+from tiermem.tiers.errors import ConversationNotFound
 
 START_TIMEOUT_S = 60.0
 READ_TIMEOUT_S = 30.0
@@ -73,6 +79,29 @@ def serve_in_thread(config: Config, memory: Memory, *, drop_paths: Iterable[str]
 
     with serve_app(served_app if dropped else app) as url:
         yield url
+
+
+@contextmanager
+def served_and_local(root: Path, **settings: Any) -> Iterator[tuple[str, Memory]]:
+    """A store served over real HTTP (`serve_in_thread`, tokens `SCOPED_TOKENS`) and one in
+    this process with the same Config `settings`, each on its own SQLite under `root`, the
+    hash embedder, no hot tier, no background indexing; yields (the served URL, the local
+    Memory)."""
+    kw: dict[str, Any] = {"auth_tokens": SCOPED_TOKENS, **settings}
+    served = Config(data_dir=root / "served", **kw)
+    with Memory(served, embedder=HashEmbedder(), hot=False, background_indexing=False) as smem, \
+            serve_in_thread(served, smem) as url, \
+            Memory(Config(data_dir=root / "local", **kw), embedder=HashEmbedder(), hot=False,
+                   background_indexing=False) as local:
+        yield url, local
+
+
+def stored_rows(mem: MemoryLike, conv: str) -> int:
+    """The rows `conv` holds in `mem` (a Memory's namespace or a Client): 0 where it has none."""
+    try:
+        return len(mem.history(conv))
+    except ConversationNotFound:
+        return 0
 
 
 @contextmanager

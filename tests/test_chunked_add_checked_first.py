@@ -31,18 +31,17 @@ import pytest
 
 pytest.importorskip("agents")
 pytest.importorskip("langgraph")
-from hash_embedder import HashEmbedder
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from service_helpers import SCOPED_TOKENS, TOKEN_ACME, serve_in_thread
+from service_helpers import TOKEN_ACME, served_and_local, stored_rows
 
-from tiermem import Config, Memory
+from tiermem import Memory
 from tiermem.adapters._common import MemoryLike
 from tiermem.adapters.langchain import TiermemChatMessageHistory
 from tiermem.adapters.langgraph import TiermemHooks
 from tiermem.adapters.openai_agents import TiermemSession
 from tiermem.client import Client
 from tiermem.memory import MAX_BATCH_MESSAGES
-from tiermem.tiers.errors import ConversationNotFound, LimitExceeded, ValidationError
+from tiermem.tiers.errors import LimitExceeded, ValidationError
 
 NS = "acme"
 MAX_CONTENT_BYTES = 4096  # both stores'
@@ -108,22 +107,9 @@ CASES: list[tuple[str, Add, int, type, Callable[[int], str]]] = [
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Memory]]:
     """The served store's URL, and a store in this process with the same Config."""
-    root = tmp_path_factory.mktemp("chunked-add-checked")
-    kw: dict[str, Any] = {"auth_tokens": SCOPED_TOKENS, "max_content_bytes": MAX_CONTENT_BYTES,
-                          "max_body_bytes": MAX_BODY_BYTES}
-    served = Config(data_dir=root / "served", **kw)
-    with Memory(served, embedder=HashEmbedder(), hot=False, background_indexing=False) as smem, \
-            serve_in_thread(served, smem) as url, \
-            Memory(Config(data_dir=root / "local", **kw), embedder=HashEmbedder(), hot=False,
-                   background_indexing=False) as local:
-        yield url, local
-
-
-def _rows(mem: MemoryLike, conv: str) -> int:
-    try:
-        return len(mem.history(conv))
-    except ConversationNotFound:
-        return 0
+    with served_and_local(tmp_path_factory.mktemp("chunked-add-checked"), max_content_bytes=MAX_CONTENT_BYTES,
+                          max_body_bytes=MAX_BODY_BYTES) as both:
+        yield both
 
 
 @pytest.mark.parametrize("store", ["memory", "client"])
@@ -149,6 +135,6 @@ def test_refused_before_any_chunk_is_written(stores: tuple[str, Memory], tmp_pat
         assert str(refused.value) == f"{field(n)}: {refused.value.problem}"
         if kind is LimitExceeded:  # its value and limit kept through the renaming
             assert (refused.value.value, refused.value.limit) == (PAST_CONTENT, MAX_CONTENT_BYTES)
-        assert _rows(mem, conv) == before  # nothing of the refused add written
+        assert stored_rows(mem, conv) == before  # nothing of the refused add written
         if store == "client":  # only the step before it (a first sync) sent a batch
             assert len(posts) == (1 if before else 0), posts

@@ -32,11 +32,10 @@ import pytest
 
 pytest.importorskip("agents")
 pytest.importorskip("langchain_core")
-from hash_embedder import HashEmbedder
 from langchain_core.messages import AIMessage, HumanMessage
-from service_helpers import SCOPED_TOKENS, TOKEN_ACME, serve_in_thread
+from service_helpers import TOKEN_ACME, served_and_local
 
-from tiermem import Config, Memory
+from tiermem import Memory
 from tiermem.adapters.langchain import TiermemChatMessageHistory
 from tiermem.adapters.openai_agents import TiermemSession
 from tiermem.client import Client
@@ -102,15 +101,9 @@ CASES: list[tuple[str, Callable[[Any, str], Any], type, str]] = [
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Memory]]:
     """The served store's URL, and a store in this process with the same Config."""
-    root = tmp_path_factory.mktemp("refused-items")
-    kw: dict[str, Any] = {"auth_tokens": SCOPED_TOKENS, "max_content_bytes": MAX_CONTENT_BYTES,
-                          "max_body_bytes": MAX_BODY_BYTES}
-    served = Config(data_dir=root / "served", **kw)
-    with Memory(served, embedder=HashEmbedder(), hot=False, background_indexing=False) as smem, \
-            serve_in_thread(served, smem) as url, \
-            Memory(Config(data_dir=root / "local", **kw), embedder=HashEmbedder(), hot=False,
-                   background_indexing=False) as local:
-        yield url, local
+    with served_and_local(tmp_path_factory.mktemp("refused-items"), max_content_bytes=MAX_CONTENT_BYTES,
+                          max_body_bytes=MAX_BODY_BYTES) as both:
+        yield both
 
 
 def _raised(call: Callable[[Any, str], Any], mem: Any, conv: str) -> Exception:

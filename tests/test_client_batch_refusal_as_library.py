@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hash_embedder import HashEmbedder
-from service_helpers import SCOPED_TOKENS, TOKEN_ACME, serve_in_thread
+from service_helpers import TOKEN_ACME, served_and_local
 
-from tiermem import Config, Memory
+from tiermem import Memory
 from tiermem.adapters.anthropic import from_anthropic
 from tiermem.client import Client
 from tiermem.tiers.errors import ConversationNotFound, LimitExceeded, ValidationError
@@ -70,15 +69,10 @@ QUESTION = {"role": "user", "content": "hello"}
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Memory]]:
-    root = tmp_path_factory.mktemp("client-batch-refusal")
-    kw: dict[str, Any] = {"auth_tokens": SCOPED_TOKENS, "max_content_bytes": MAX_CONTENT_BYTES,
-                          "max_metadata_bytes": MAX_METADATA_BYTES}
-    served = Config(data_dir=root / "served", **kw)
-    with Memory(served, embedder=HashEmbedder(), hot=False, background_indexing=False) as smem, \
-            serve_in_thread(served, smem) as url, \
-            Memory(Config(data_dir=root / "local", **kw), embedder=HashEmbedder(), hot=False,
-                   background_indexing=False) as local:
-        yield url, local
+    """The served store's URL, and a store in this process with the same Config."""
+    with served_and_local(tmp_path_factory.mktemp("client-batch-refusal"), max_content_bytes=MAX_CONTENT_BYTES,
+                          max_metadata_bytes=MAX_METADATA_BYTES) as both:
+        yield both
 
 
 @pytest.mark.parametrize(("label", "message", "kind", "field"), LIMITS, ids=[c[0] for c in LIMITS])

@@ -13,20 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 pytest.importorskip("langgraph")
-from hash_embedder import HashEmbedder
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from service_helpers import SCOPED_TOKENS, TOKEN_ACME, serve_in_thread
+from service_helpers import TOKEN_ACME, served_and_local, stored_rows
 
-from tiermem import Config, Memory
+from tiermem import Memory
 from tiermem.adapters._common import MemoryLike
 from tiermem.adapters.langgraph import TiermemHooks
 from tiermem.client import Client
-from tiermem.tiers.errors import ConversationNotFound, LimitExceeded
+from tiermem.tiers.errors import LimitExceeded
 
 NS = "acme"
 MAX_CONTENT_BYTES = 4096  # both stores'
@@ -53,21 +51,8 @@ def _state(stored: int, refused: bool) -> list[BaseMessage]:
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Memory]]:
     """The served store's URL, and a store in this process with the same Config."""
-    root = tmp_path_factory.mktemp("single-batch-named")
-    kw: dict[str, Any] = {"auth_tokens": SCOPED_TOKENS, "max_content_bytes": MAX_CONTENT_BYTES}
-    served = Config(data_dir=root / "served", **kw)
-    with Memory(served, embedder=HashEmbedder(), hot=False, background_indexing=False) as smem, \
-            serve_in_thread(served, smem) as url, \
-            Memory(Config(data_dir=root / "local", **kw), embedder=HashEmbedder(), hot=False,
-                   background_indexing=False) as local:
-        yield url, local
-
-
-def _rows(mem: MemoryLike, conv: str) -> int:
-    try:
-        return len(mem.history(conv))
-    except ConversationNotFound:
-        return 0
+    with served_and_local(tmp_path_factory.mktemp("single-batch-named"), max_content_bytes=MAX_CONTENT_BYTES) as both:
+        yield both
 
 
 @pytest.mark.parametrize("store", ["memory", "client"])
@@ -87,4 +72,4 @@ def test_single_batch_sync_names_state_index(stores: tuple[str, Memory], tmp_pat
         assert str(refused.value) == f"{field}: {refused.value.problem}"
         # its value and limit kept through the renaming
         assert (refused.value.value, refused.value.limit) == (PAST_CONTENT, MAX_CONTENT_BYTES)
-        assert _rows(mem, conv) == stored  # nothing of the refused sync written
+        assert stored_rows(mem, conv) == stored  # nothing of the refused sync written
