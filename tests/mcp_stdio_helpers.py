@@ -1,7 +1,9 @@
 """What the tests of a real `tiermem mcp` child process share (test_mcp_stdio_burst,
 test_mcp_stdio_reader_fault, ...): the checkout the child imports, how long its answers and
 its exit may take, the protocol version its host speaks, its environment, and a child
-spoken to line by line (`StdioChild`).
+spoken to line by line (`StdioChild`); `started_child` one whose store exists, checked to
+exit 0 after, `stdin_log_lines` the warnings it logged of stdin lines, `child_rows` every
+row of its store.
 
 Imported explicitly by the test modules (the lead owns conftest.py)."""
 
@@ -13,13 +15,18 @@ import queue
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from cold_helpers import every_row
 
 REPO = Path(__file__).resolve().parents[1]
 ANSWER_TIMEOUT_S = 60.0  # the child's first answer waits on its imports (1-2 s, more on a busy machine)
 EXIT_TIMEOUT_S = 30.0
 PROTOCOL_VERSION = "2025-06-18"
+STDIN_LOG_LINE = "WARNING tiermem.adapters.mcp_stdio: stdin line of"  # the CLI's log format: level, logger, message
 
 
 def child_env() -> dict[str, str]:
@@ -100,3 +107,30 @@ class StdioChild:
         status = self.proc.wait(timeout=EXIT_TIMEOUT_S)
         self._log.close()
         return status
+
+
+@contextmanager
+def started_child(root: Path, conv: str, namespace: str = "acme", *, secret: str | None = None) -> Iterator[StdioChild]:
+    """A `StdioChild` under `root` whose store exists (a first message appended to `conv`,
+    request id 1). After: stdin closed, the child exited 0 (no crash: the session ends
+    when stdin closes) and, given a `secret`, it is nowhere in the child's log."""
+    c = StdioChild(root / "data", root / "stderr.log", namespace)
+    try:
+        first = c.call(1, "append", {"conversation_id": conv, "message": {"role": "user", "content": "first"}})
+        assert first["result"]["isError"] is False, first  # the store exists
+        yield c
+    finally:
+        assert c.close() == 0
+        if secret is not None:
+            assert secret not in c.log_path.read_text()
+
+
+def stdin_log_lines(child: StdioChild) -> list[str]:
+    """The child's log lines about a stdin line it did not answer, in order."""
+    return [line for line in child.log_path.read_text().splitlines() if line.startswith(STDIN_LOG_LINE)]
+
+
+def child_rows(child: StdioChild) -> dict[str, list[str]]:
+    """Every row of the child's store (`every_row`): equal before and after, nothing written."""
+    (db,) = child.data_dir.rglob("*.db")
+    return every_row(db)

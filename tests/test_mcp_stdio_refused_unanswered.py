@@ -18,14 +18,12 @@ from collections.abc import Iterator
 import pytest
 
 pytest.importorskip("mcp")
-from cold_helpers import every_row
-from mcp_stdio_helpers import StdioChild
+from mcp_stdio_helpers import StdioChild, child_rows, started_child, stdin_log_lines
 
 from tiermem.tiers.models import MAX_JSON_INT_DIGITS
 
 CONV = "quiet"
 SECRET = "secret words 6613"  # a line's content: never in the log
-LOG_LINE = "WARNING tiermem.adapters.mcp_stdio: stdin line of"  # the CLI's log format: level, logger, message
 LONG = b"1" + b"0" * MAX_JSON_INT_DIGITS  # one digit past the limit
 TEXT = b'"text":"' + SECRET.encode() + b'"'
 
@@ -54,29 +52,18 @@ QUIET: list[tuple[str, bytes, str]] = [
 @pytest.fixture(scope="module")
 def child(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StdioChild]:
     d = tmp_path_factory.mktemp("quiet")
-    c = StdioChild(d / "data", d / "stderr.log")
-    try:
-        first = c.call(1, "append", {"conversation_id": CONV, "message": {"role": "user", "content": "first"}})
-        assert first["result"]["isError"] is False, first  # the store exists
+    with started_child(d, CONV, secret=SECRET) as c:
         yield c
-    finally:
-        assert c.close() == 0  # no crash: the session ends when stdin closes
-        assert SECRET not in c.log_path.read_text()
-
-
-def _log_lines(child: StdioChild) -> list[str]:
-    return [line for line in child.log_path.read_text().splitlines() if line.startswith(LOG_LINE)]
 
 
 @pytest.mark.parametrize(("line", "said"), [c[1:] for c in QUIET], ids=[c[0] for c in QUIET])
 def test_a_refused_response_or_notification_is_logged_not_answered(child: StdioChild, line: bytes,
                                                                     said: str) -> None:
-    logged = len(_log_lines(child))
-    (db,) = child.data_dir.rglob("*.db")
-    before = every_row(db)
+    logged = len(stdin_log_lines(child))
+    before = child_rows(child)
     assert child.send(line, answered=False) == []  # the ping's answer came, and nothing before it
-    assert every_row(db) == before
-    new = _log_lines(child)[logged:]
+    assert child_rows(child) == before
+    new = stdin_log_lines(child)[logged:]
     assert len(new) == 1 and f"stdin line of {len(line)} bytes: {said}" in new[0], new
     assert SECRET not in new[0]
     ok = child.call(50, "history", {"conversation_id": CONV})  # the session goes on

@@ -19,12 +19,10 @@ from collections.abc import Iterator
 import pytest
 
 pytest.importorskip("mcp")
-from cold_helpers import every_row
-from mcp_stdio_helpers import StdioChild
+from mcp_stdio_helpers import StdioChild, child_rows, started_child, stdin_log_lines
 
 CONV = "resp"
 SECRET = "secret words 5521"  # a response's content: never in the log
-LOG_LINE = "WARNING tiermem.adapters.mcp_stdio: stdin line of"  # the CLI's log format: level, logger, message
 
 
 def response(id_json: bytes | None, member: bytes) -> bytes:
@@ -63,23 +61,8 @@ READ: list[tuple[str, bytes]] = [
 @pytest.fixture(scope="module")
 def child(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StdioChild]:
     d = tmp_path_factory.mktemp("responses")
-    c = StdioChild(d / "data", d / "stderr.log")
-    try:
-        first = c.call(1, "append", {"conversation_id": CONV, "message": {"role": "user", "content": "first"}})
-        assert first["result"]["isError"] is False, first  # the store exists
+    with started_child(d, CONV, secret=SECRET) as c:
         yield c
-    finally:
-        assert c.close() == 0  # no crash: the session ends when stdin closes
-        assert SECRET not in c.log_path.read_text()
-
-
-def _log_lines(child: StdioChild) -> list[str]:
-    return [line for line in child.log_path.read_text().splitlines() if line.startswith(LOG_LINE)]
-
-
-def _rows(child: StdioChild) -> dict[str, list[str]]:
-    (db,) = child.data_dir.rglob("*.db")
-    return every_row(db)
 
 
 def _goes_on(child: StdioChild, rid: int) -> None:
@@ -89,11 +72,11 @@ def _goes_on(child: StdioChild, rid: int) -> None:
 
 @pytest.mark.parametrize(("line", "said"), [c[1:] for c in UNREAD], ids=[c[0] for c in UNREAD])
 def test_an_unread_response_is_logged_not_answered(child: StdioChild, line: bytes, said: str) -> None:
-    logged = len(_log_lines(child))
-    before = _rows(child)
+    logged = len(stdin_log_lines(child))
+    before = child_rows(child)
     assert child.send(line, answered=False) == []  # the ping's answer came, and nothing before it
-    assert _rows(child) == before
-    new = _log_lines(child)[logged:]
+    assert child_rows(child) == before
+    new = stdin_log_lines(child)[logged:]
     assert len(new) == 1, new
     assert f"stdin line of {len(line)} bytes" in new[0] and f"with {said} " in new[0], new[0]
     assert SECRET not in new[0]
@@ -102,9 +85,9 @@ def test_an_unread_response_is_logged_not_answered(child: StdioChild, line: byte
 
 @pytest.mark.parametrize("line", [c[1] for c in READ], ids=[c[0] for c in READ])
 def test_a_response_the_package_reads_is_passed_on_unanswered(child: StdioChild, line: bytes) -> None:
-    logged = len(_log_lines(child))
+    logged = len(stdin_log_lines(child))
     assert child.send(line, answered=False) == []
-    assert _log_lines(child)[logged:] == []  # not one of tiermem's: the package's to read
+    assert stdin_log_lines(child)[logged:] == []  # not one of tiermem's: the package's to read
     _goes_on(child, 51)
 
 

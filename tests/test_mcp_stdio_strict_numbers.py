@@ -23,9 +23,8 @@ from typing import Any
 import pytest
 
 pytest.importorskip("mcp")
-from cold_helpers import every_row
 from hash_embedder import HashEmbedder
-from mcp_stdio_helpers import StdioChild
+from mcp_stdio_helpers import StdioChild, child_rows, started_child
 from service_helpers import TOKEN_ACME, raw_request, serve_in_thread
 
 from tiermem import Config, Memory
@@ -92,18 +91,8 @@ def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def child(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StdioChild]:
     d = tmp_path_factory.mktemp("nums-stdio")
-    c = StdioChild(d / "data", d / "stderr.log", NS)
-    try:
-        first = c.call(1, "append", {"conversation_id": CONV, "message": {"role": "user", "content": "first"}})
-        assert first["result"]["isError"] is False, first  # the store exists
+    with started_child(d, CONV, NS) as c:
         yield c
-    finally:
-        assert c.close() == 0
-
-
-def _rows(child: StdioChild) -> dict[str, list[str]]:
-    (db,) = child.data_dir.rglob("*.db")
-    return every_row(db)
 
 
 @pytest.mark.parametrize(("line", "named", "code", "rid"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED])
@@ -111,12 +100,12 @@ def test_a_loose_number_is_refused_as_over_http(child: StdioChild, http_url: str
                                                 rid: int | None) -> None:
     status, _headers, over_http = raw_request(http_url, "POST", MCP_PATH, HTTP_HEADERS, line)
     assert status == REFUSED_STATUS and over_http["error"]["code"] == code, over_http
-    before = _rows(child)
+    before = child_rows(child)
     answers = child.send(line, answered=False)  # answered by the reader, before the ping
     assert answers == [over_http]  # the same error over both transports
     (answer,) = answers
     assert answer["id"] == rid and named in answer["error"]["message"], answer
-    assert _rows(child) == before  # reached no tool
+    assert child_rows(child) == before  # reached no tool
     # the session goes on
     ok = child.call(50, "history", {"conversation_id": CONV})
     assert ok["id"] == 50 and ok["result"]["isError"] is False, ok
@@ -136,10 +125,10 @@ TAKEN: list[tuple[str, bytes]] = [
 
 @pytest.mark.parametrize("line", [c[1] for c in TAKEN], ids=[c[0] for c in TAKEN])
 def test_the_same_words_in_a_string_are_served(child: StdioChild, line: bytes) -> None:
-    before = _rows(child)
+    before = child_rows(child)
     (answer,) = child.send(line, answered=True)
     assert answer["id"] == json.loads(line)["id"] and answer["result"]["isError"] is False, answer
     stored: Any = json.loads(line)["params"]["arguments"]["message"]["content"]
     history = child.call(51, "history", {"conversation_id": CONV})["result"]["structuredContent"]
     assert history["messages"][-1]["message"]["content"] == stored, history
-    assert _rows(child) != before  # the tool ran: appended
+    assert child_rows(child) != before  # the tool ran: appended
