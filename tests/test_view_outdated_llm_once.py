@@ -18,65 +18,37 @@ and supersession, a real local chat-completions endpoint (tests/llm_endpoint.py)
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_endpoint import LLMEndpoint, Reply, Request, completion, serving
-from pg_server import fresh_schema
+from llm_endpoint import LLMEndpoint, Reply, Request, serving
+from view_llm_helpers import (
+    CONV,
+    CORRECTION,
+    ENGINES,
+    QUERY,
+    S1,
+    cold_settings,
+    numbers,
+    open_memory,
+    restates,
+    rewords,
+)
 
-from tiermem import Config, Memory
+from tiermem import Memory
 from tiermem.consolidation.views import STILL_OUTDATED_ERROR
 from tiermem.tiers.warm import SummaryView
 
-CONV = "c1"
-S1 = ("My flight leaves Monday at 9am. My hotel is the Hilton Riverside.",
-      "Got it: Monday 9am flight, Hilton Riverside.")
-CORRECTION = "Change of plans: my hotel is now the Marriott Downtown."
-OLD_STATEMENT = "My hotel is the Hilton Riverside."  # what the correction takes back
-QUERY = "Where am I staying?"
 SWEEPS_AFTER = 4  # sweeps after the one refresh that must find nothing to do
 LATER_TURNS = 4  # s3's turns: the rolling view falls behind by these
 SWEEPS_TO_CATCH_UP = 6  # one view per run: s1 at most once, then constraints, rolling, s3
-_TURN = re.compile(r"^\[#(\d+)\] (\w+): (.*)$", re.M)
 
 
-def numbers(req: Request) -> set[int]:
-    """The positions of the turns a summary request gave the endpoint."""
-    return {int(m.group(1)) for m in _TURN.finditer(req.prompt)}
-
-
-def reworded(prompt: str) -> str:
-    """An abstractive summary: each turn of the prompt, reworded (never a substring of it)."""
-    return "\n".join(f"- The {m.group(2)} noted: {m.group(3).lower().rstrip('.')} [#{m.group(1)}]"
-                     for m in _TURN.finditer(prompt))
-
-
-def rewords(req: Request) -> Reply:
-    return completion(reworded(req.prompt))
-
-
-def restates(req: Request) -> Reply:
-    """`rewords`, but a summary of s1 alone (turns 0 and 1) also quotes the old hotel
-    verbatim, whatever the request says now: no refresh can make its view current."""
-    old = f"{OLD_STATEMENT} [#0]\n" if numbers(req) <= {0, 1} else ""
-    return completion(old + reworded(req.prompt))
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=ENGINES)
 def engine(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """The cold store's settings: a SQLite file under data_dir, or a fresh PostgreSQL schema."""
-    if request.param == "postgres":
-        return {"cold_url": request.getfixturevalue("pg_url"), "cold_schema": fresh_schema()}
-    return {}
-
-
-def open_memory(engine: dict[str, Any], tmp_path: Path, endpoint: LLMEndpoint, **settings: Any) -> Memory:
-    # llm_api_key_env "": a local endpoint without auth
-    return Memory(Config(data_dir=tmp_path / "data", summarizer="llm", llm_base_url=endpoint.url, llm_model="m",
-                         llm_api_key_env="", **engine, **settings), hot=False)
+    return cold_settings(request)
 
 
 @pytest.fixture

@@ -19,31 +19,19 @@ handler writes the correction through the second Memory during the call."""
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from llm_endpoint import LLMEndpoint, Reply, Request, completion, serving
-from pg_server import fresh_schema
+from view_llm_helpers import CONV, CORRECTION, ENGINES, QUERY, S1, cold_settings, hilton_current, reworded
+from view_llm_helpers import open_memory as open_llm_memory
 
-from tiermem import Config, Memory
+from tiermem import Memory
 from tiermem.consolidation.views import STILL_OUTDATED_ERROR
 
-CONV = "c1"
-S1 = ("My flight leaves Monday at 9am. My hotel is the Hilton Riverside.",
-      "Got it: Monday 9am flight, Hilton Riverside.")
 S1_MORE = ("Also book me a taxi to the airport.", "Taxi booked for Monday.")
-CORRECTION = "Change of plans: my hotel is now the Marriott Downtown."
-QUERY = "Where am I staying?"
 VIEWS = [("rolling", ""), ("session", "s1")]  # the LLM-summarized views of the conversation
-_TURN = re.compile(r"^\[#(\d+)\] (\w+): (.*)$", re.M)
-
-
-def reworded(prompt: str) -> str:
-    """An abstractive summary: each turn of the prompt, reworded (never a substring of it)."""
-    return "\n".join(f"- The {m.group(2)} noted: {m.group(3).lower().rstrip('.')} [#{m.group(1)}]"
-                     for m in _TURN.finditer(prompt))
 
 
 class CorrectsDuringCall:
@@ -68,25 +56,14 @@ class CorrectsDuringCall:
         return completion(reworded(req.prompt))
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=ENGINES)
 def engine(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """The cold store's settings: a SQLite file under data_dir, or a fresh PostgreSQL schema."""
-    if request.param == "postgres":
-        return {"cold_url": request.getfixturevalue("pg_url"), "cold_schema": fresh_schema()}
-    return {}
+    return cold_settings(request)
 
 
 def open_memory(engine: dict[str, Any], tmp_path: Path, endpoint: LLMEndpoint) -> Memory:
-    # llm_api_key_env "": a local endpoint without auth; one turn behind is over budget,
-    # so the sweep picks s1 for its new turns
-    return Memory(Config(data_dir=tmp_path / "data", summarizer="llm", llm_base_url=endpoint.url, llm_model="m",
-                         llm_api_key_env="", warm_max_turns_behind=1, **engine), hot=False)
-
-
-def hilton_current(mem: Memory, conv: str, kind: str, key: str = "") -> bool:
-    view = mem.warm.latest(conv, kind, key)
-    assert view is not None
-    return any("hilton" in s.text.lower() for s in view.sentences if s.status == "current")
+    # one turn behind is over budget, so the sweep picks s1 for its new turns
+    return open_llm_memory(engine, tmp_path, endpoint, warm_max_turns_behind=1)
 
 
 @pytest.mark.parametrize("trigger", [

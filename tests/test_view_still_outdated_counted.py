@@ -16,54 +16,31 @@ and supersession, a real local chat-completions endpoint (tests/llm_endpoint.py)
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_endpoint import LLMEndpoint, Reply, Request, completion, serving
-from pg_server import fresh_schema
+from llm_endpoint import serving
+from view_llm_helpers import (
+    CONV,
+    CORRECTION,
+    ENGINES,
+    QUERY,
+    S1,
+    cold_settings,
+    hilton_current,
+    open_memory,
+    restates,
+)
 
-from tiermem import Config, Memory
 from tiermem.consolidation.views import STILL_OUTDATED_ERROR
 
-CONV = "c1"
-S1 = ("My flight leaves Monday at 9am. My hotel is the Hilton Riverside.",
-      "Got it: Monday 9am flight, Hilton Riverside.")
-CORRECTION = "Change of plans: my hotel is now the Marriott Downtown."
-OLD_STATEMENT = "My hotel is the Hilton Riverside."  # what the correction takes back
-QUERY = "Where am I staying?"
 S1_VIEW = ("session", "s1")
-_TURN = re.compile(r"^\[#(\d+)\] (\w+): (.*)$", re.M)
 
 
-def restates(req: Request) -> Reply:
-    """Each turn of the prompt reworded; a summary of s1 alone (turns 0 and 1) also quotes
-    the old hotel verbatim, whatever the request says: no refresh makes s1's view current."""
-    turns = list(_TURN.finditer(req.prompt))
-    old = f"{OLD_STATEMENT} [#0]\n" if {int(m.group(1)) for m in turns} <= {0, 1} else ""
-    return completion(old + "\n".join(f"- The {m.group(2)} noted: {m.group(3).lower().rstrip('.')} [#{m.group(1)}]"
-                                      for m in turns))
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=ENGINES)
 def engine(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """The cold store's settings: a SQLite file under data_dir, or a fresh PostgreSQL schema."""
-    if request.param == "postgres":
-        return {"cold_url": request.getfixturevalue("pg_url"), "cold_schema": fresh_schema()}
-    return {}
-
-
-def open_memory(engine: dict[str, Any], tmp_path: Path, endpoint: LLMEndpoint) -> Memory:
-    # llm_api_key_env "": a local endpoint without auth
-    return Memory(Config(data_dir=tmp_path / "data", summarizer="llm", llm_base_url=endpoint.url, llm_model="m",
-                         llm_api_key_env="", **engine), hot=False)
-
-
-def hilton_current(mem: Memory, conv: str) -> bool:
-    view = mem.warm.latest(conv, *S1_VIEW)
-    assert view is not None
-    return any("hilton" in s.text.lower() for s in view.sentences if s.status == "current")
+    return cold_settings(request)
 
 
 @pytest.mark.parametrize("trigger", [
@@ -102,7 +79,7 @@ def test_still_outdated_refresh_is_a_failure(engine: dict[str, Any], tmp_path: P
             # refresh (recorded and backed off as before), reported as one
             after = mem.warm.latest(conv, *S1_VIEW)
             assert after is not None and after.version > built.version
-            assert hilton_current(mem, conv)
+            assert hilton_current(mem, conv, *S1_VIEW)
             assert [(c, k, key) for c, k, key, _e in failed] == [(conv, *S1_VIEW)]
             assert STILL_OUTDATED_ERROR in str(failed[0][3])
             failure = mem.cold.view_failure(conv, *S1_VIEW)
