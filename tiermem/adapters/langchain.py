@@ -71,7 +71,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import BaseMessage, convert_to_messages, convert_to_openai_messages
+from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages, convert_to_openai_messages
 
 from tiermem.adapters._common import (
     LANGCHAIN_CONTENT_KEY,
@@ -465,26 +465,35 @@ def unique_call_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     for m in messages:
         if isinstance(m, AIMessage):
             ids.round()
-            renamed: dict[str, list[str]] = {}  # id as stored -> ids sent, in order
-            update: dict[str, Any] = {}
-            for field in ("tool_calls", "invalid_tool_calls"):
-                calls = [dict(c) for c in getattr(m, field)]
-                for c in calls:
-                    if isinstance(c.get("id"), str):
-                        sent = ids.call(c["id"])
-                        renamed.setdefault(c["id"], []).append(sent)
-                        c["id"] = sent
-                if calls != getattr(m, field):
-                    update[field] = calls
-            if update:
-                update["content"] = renamed_call_blocks(m.content, renamed)
-                m = m.model_copy(update=update)
+            m = calls_renamed(m, ids)
         elif isinstance(m, ToolMessage):
             rid = ids.result(m.tool_call_id)
             if rid is not None and rid != m.tool_call_id:
                 m = m.model_copy(update={"tool_call_id": rid})
         out.append(m)
     return out
+
+
+def calls_renamed(m: AIMessage, ids: SentCallIds) -> AIMessage:
+    """`m` with each call id the one `ids` gives it (`SentCallIds.call`), in the order the
+    integrations send them (`tool_calls`, then `invalid_tool_calls`), and a content block
+    that is one of its calls with it; `m` itself when no id changes. The one renaming
+    `unique_call_ids` (a history as sent) and the LangGraph hooks' `fresh_call_ids` (a
+    reply's repeats of the state's ids) share."""
+    renamed: dict[str, list[str]] = {}  # id as written -> ids given, in order
+    update: dict[str, Any] = {}
+    for field in ("tool_calls", "invalid_tool_calls"):
+        calls = [dict(c) for c in getattr(m, field)]
+        for c in calls:
+            if isinstance(c.get("id"), str):
+                given = ids.call(c["id"])
+                renamed.setdefault(c["id"], []).append(given)
+                c["id"] = given
+        if calls != getattr(m, field):
+            update[field] = calls
+    if not update:
+        return m
+    return m.model_copy(update={**update, "content": renamed_call_blocks(m.content, renamed)})
 
 
 def renamed_call_blocks(content: str | list[Any], renamed: dict[str, list[str]]) -> str | list[Any]:

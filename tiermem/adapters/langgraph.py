@@ -48,7 +48,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike
 from tiermem.adapters._langchain_sync import ConversationSync
 from tiermem.adapters._threads import DEFAULT_MAX_THREADS, ThreadConversations
-from tiermem.adapters.langchain import renamed_call_blocks
+from tiermem.adapters.langchain import calls_renamed
 from tiermem.tiers.formats import SentCallIds
 
 if TYPE_CHECKING:
@@ -124,17 +124,5 @@ def fresh_call_ids(messages: list[BaseMessage]) -> AIMessage | None:
     fresh = SentCallIds()
     for cid in sorted(taken):
         fresh.call(cid)  # taken: a repeat of it goes out with a suffix
-    renamed: dict[str, list[str]] = {}  # id as the model wrote it -> ids given, in order
-    update: dict[str, Any] = {}
-    for field in ("tool_calls", "invalid_tool_calls"):
-        calls = [dict(c) for c in getattr(last, field)]
-        for c in calls:
-            if isinstance(c.get("id"), str):
-                given = fresh.call(c["id"])
-                renamed.setdefault(c["id"], []).append(given)
-                c["id"] = given
-        if calls != getattr(last, field):
-            update[field] = calls
-    if not update:
-        return None
-    return last.model_copy(update={**update, "content": renamed_call_blocks(last.content, renamed)})
+    reply = calls_renamed(last, fresh)
+    return None if reply is last else reply
