@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,24 @@ def serve_in_thread(config: Config, memory: Memory, *, drop_paths: Iterable[str]
 
     with serve_app(served_app if dropped else app) as url:
         yield url
+
+
+@dataclass
+class Served:
+    """A Memory served over real HTTP (`served_store`): its URL, the Memory, its SQLite file."""
+
+    url: str
+    memory: Memory
+    db: Path
+
+
+@contextmanager
+def served_store(config: Config, embedder: Any = None) -> Iterator[Served]:
+    """`config`'s store opened in this process (the hash embedder unless given, no hot
+    tier, no background indexing) and served over real HTTP (`serve_in_thread`)."""
+    with Memory(config, embedder=embedder or HashEmbedder(), hot=False, background_indexing=False) as mem, \
+            serve_in_thread(config, mem) as url:
+        yield Served(url, mem, config.db_path)
 
 
 @contextmanager

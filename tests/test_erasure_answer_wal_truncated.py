@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ import pytest
 from fastapi import FastAPI
 from hash_embedder import HashEmbedder
 from pg_server import fresh_schema
-from service_helpers import TOKEN_ACME, bearer, serve_app, serve_in_thread
+from service_helpers import TOKEN_ACME, Served, bearer, serve_app, serve_in_thread, served_store
 from wal_reader import read_transaction
 
 from tiermem import Config, Memory
@@ -56,21 +55,13 @@ CLIENT_CALLS: dict[str, Callable[[Client], ErasureReport]] = {
 }
 
 
-@dataclass
-class Served:
-    url: str
-    memory: Memory
-    db: Path
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     cfg = Config(data_dir=tmp_path / "data", auth_tokens={TOKEN_ACME: NS})
-    with Memory(cfg, embedder=HashEmbedder(), hot=False, background_indexing=False) as mem, \
-            serve_in_thread(cfg, mem) as url:
-        mem.append(CONV, {"role": "user", "content": "the old thread"}, namespace=NS)
+    with served_store(cfg) as served:
+        served.memory.append(CONV, {"role": "user", "content": "the old thread"}, namespace=NS)
         time.sleep(2 * IDLE_S)  # idle: the prune takes it
-        yield Served(url, mem, cfg.db_path)
+        yield served
 
 
 @pytest.fixture(params=[True, False], ids=["reader", "no_reader"])

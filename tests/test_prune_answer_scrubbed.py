@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
-from hash_embedder import HashEmbedder
-from service_helpers import TOKEN_ACME, bearer, serve_app, serve_in_thread
+from service_helpers import TOKEN_ACME, Served, bearer, serve_app, served_store
 from wal_reader import read_transaction
 
 from tiermem import Config, Memory
@@ -36,19 +34,11 @@ IDLE_S = 0.2  # a conversation idle this long is pruned by `older_than_seconds=I
 HTTP_TIMEOUT_S = 60.0
 
 
-@dataclass
-class Served:
-    url: str
-    memory: Memory
-    db: Path
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     cfg = Config(data_dir=tmp_path / "data", auth_tokens={TOKEN_ACME: NS})
-    with Memory(cfg, embedder=HashEmbedder(), hot=False, background_indexing=False) as mem, \
-            serve_in_thread(cfg, mem) as url:
-        yield Served(url, mem, cfg.db_path)
+    with served_store(cfg) as served:
+        yield served
 
 
 @pytest.fixture

@@ -10,32 +10,24 @@ they are answered before Memory is called.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
-from service_helpers import SCOPED_TOKENS, TOKEN_ACME, TOKEN_ALICE, TOKEN_GLOBEX, bearer, serve_in_thread
+from service_helpers import SCOPED_TOKENS, TOKEN_ACME, TOKEN_ALICE, TOKEN_GLOBEX, Served, bearer, served_store
 
-from tiermem import Config, Memory
+from tiermem import Config
 from tiermem.service import NAMESPACE_HEADER
 from tiermem.tiers.embed_onnx import FastEmbedder
 
 CANARY = "canary-5f1e-erase-me-9c2d"
 
 
-@dataclass
-class Served:
-    url: str
-    memory: Memory
-    db: Path
-
-
 @pytest.fixture
 def served(tmp_path: Path, embedder: FastEmbedder) -> Iterator[Served]:
     cfg = Config(data_dir=tmp_path / "data", auth_tokens=SCOPED_TOKENS)
-    with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem, serve_in_thread(cfg, mem) as u:
-        yield Served(u, mem, cfg.db_path)
+    with served_store(cfg, embedder) as served:
+        yield served
 
 
 def put(http: httpx.Client, token: str, ns: str, conv: str, *texts: str) -> None:
