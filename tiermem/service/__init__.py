@@ -64,7 +64,7 @@ Rules this module keeps:
 - **Startup order.** Memory (with the embedding model) and the consolidation scheduler
   are created in the lifespan, i.e. in the worker process after uvicorn has started it,
   never at import. Until then a route that needs the Memory answers 503 with Retry-After,
-  "the service is starting"; from the start of the shutdown on (a Memory the app owns),
+  "the service is starting"; from the start of the shutdown on (whoever owns the Memory),
   the same 503 "the service is shutting down" (/healthz: `"status": "stopping"`).
 - **Methods and paths.** Every path that takes GET takes HEAD (the same status and
   headers, no body; `head`), and the OpenAPI document gives each GET a HEAD twin; a

@@ -162,8 +162,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        # from here a request that needs a Memory the app owns is told the service is
-        # shutting down (Runtime.mem), not handed one about to close
+        # from here a request that needs the Memory is told the service is shutting down
+        # (Runtime.mem): not handed one about to close, nor one the caller keeps open
         runtime.stopping = True
         if warm_up is not None:
             await run_in_threadpool(warm_up.join)

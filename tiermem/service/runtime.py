@@ -6,8 +6,9 @@ its end, in the worker process (never at import); a Memory passed to create_app 
 caller's to close (`owns_memory` False), one handed over before start (`app.hand_over`,
 `tiermem serve`) the app's to warm up and close, as one its lifespan opened; until the Memory exists every route that needs
 it answers 503 with Retry-After (`mem`), saying the service is starting, and from the start
-of the shutdown on, where the Memory is the app's (`stopping`), the same 503 saying the
-service is shutting down (as /v1/mcp answers then), never "starting".
+of the shutdown on (`stopping`), whoever owns the Memory, the same 503 saying the service
+is shutting down (as /v1/mcp answers then), never "starting". A Memory passed in is left
+open for its caller, not served: the service has stopped, and its scheduler with it.
 """
 
 from __future__ import annotations
@@ -78,9 +79,10 @@ class Runtime:
 
     def unavailable(self) -> str | None:
         """Why no request may use the Memory now (a 503's detail), or None: not opened yet,
-        or the shutdown has begun and the Memory is the app's to close. A Memory passed
-        in stays the caller's, served as long as it is open."""
-        if self.stopping and (self.owns_memory or self.memory is None):
+        or the shutdown has begun. A Memory passed in stays open (the caller's to close)
+        but is no longer served: the lifespan that served it has ended (its scheduler
+        stopped), as /v1/mcp, which answers 503 then whoever owns it, says."""
+        if self.stopping:
             return SHUTTING_DOWN
         return STARTING if self.memory is None else None
 
