@@ -51,6 +51,7 @@ import hashlib
 import json
 import logging
 import os
+import string
 import threading
 import time
 import uuid
@@ -137,6 +138,31 @@ SQLITE_PRIMARY_CODE_MASK = 0xFF  # an extended result code's low byte is its pri
 _T = TypeVar("_T")
 
 
+def _try_file_lock(path: Path) -> int | None:
+    """An exclusive flock on `path` (created if missing), taken without waiting: its
+    descriptor, or None while another process holds it. The lock's holder unlinks the
+    file before letting go (`ColdStore._fork_unlock`, `_sweep_fork_locks`), so a lock won
+    on a file opened before that unlink is on a name nobody sees any more: that
+    descriptor is dropped and the file at `path` opened again (else the next process to
+    look would create a new file, find it free and take a live fork for a dead one)."""
+    while True:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held
+            os.close(fd)
+            return None
+        try:
+            now = os.stat(path)
+        except FileNotFoundError:  # unlinked after our open: the name is free again
+            os.close(fd)
+            continue
+        had = os.fstat(fd)
+        if (now.st_dev, now.st_ino) == (had.st_dev, had.st_ino):
+            return fd
+        os.close(fd)  # another file at the name now: lock that one
+
+
 def _is_busy(exc: Exception) -> bool:
     """Whether SQLite answered busy (another connection holds what was asked for)."""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -176,6 +202,7 @@ ERASE_MERGE_MAX_S = 1.0
 FORK_BATCH_MESSAGES = 2000
 FORK_OWED_REASON = "fork"  # erase_owed.reason of an unpublished fork's child
 FORK_LOCK_HEX = 32  # hex digits of the key's hash in a fork's lock file name
+FORK_LOCK_SUFFIX = ".lock"
 # without file locks (Windows), an unpublished fork's record older than this is taken as
 # abandoned (its process died): no batch pauses near that long
 FORK_ABANDONED_S = 3600.0
@@ -1401,7 +1428,7 @@ class ColdStore(SharedQueries):
             raise StoreUnavailable(child, "the unpublished fork was deleted by another process")
 
     def _fork_lock_path(self, child: str) -> Path:
-        return Path(f"{self.path}-fork-{hashlib.sha256(child.encode()).hexdigest()[:FORK_LOCK_HEX]}.lock")
+        return Path(f"{self.path}-fork-{hashlib.sha256(child.encode()).hexdigest()[:FORK_LOCK_HEX]}{FORK_LOCK_SUFFIX}")
 
     def _fork_lock(self, child: str) -> int | None:
         """An exclusive file lock held while this process copies the unpublished child
@@ -1419,13 +1446,7 @@ class ColdStore(SharedQueries):
     def _try_fork_lock(self, child: str) -> int | None:
         """The exclusive file lock on the unpublished child `child`, taken without waiting:
         its descriptor, or None while another process holds it. Only with file locks."""
-        fd = os.open(self._fork_lock_path(child), os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # held
-            os.close(fd)
-            return None
-        return fd
+        return _try_file_lock(self._fork_lock_path(child))
 
     def _fork_unlock(self, child: str, fd: int | None) -> None:
         if fd is None:
@@ -1849,7 +1870,45 @@ class ColdStore(SharedQueries):
             else:
                 self._purge_owed(key, ERASE_BATCH_MESSAGES, terms=False)
             done += 1
+        self._sweep_fork_locks()
         return done
+
+    def _sweep_fork_locks(self) -> int:
+        """Delete the lock files (`_fork_lock_path`) no live process holds: those of forks
+        killed in their first transaction, after the lock was taken and before their
+        `erase_owed` record committed (a kill then rolls back everything but the file,
+        which nothing else would ever delete: one empty file per killed fork, forever).
+        A fork in progress holds its lock, so its file is left; one that opened the file
+        and had not locked it yet finds it unlinked once locked and takes a new one
+        (`_try_file_lock`). Returns how many it deleted. Only with file locks."""
+        if fcntl is None:
+            return 0
+        prefix = f"{self.path.name}-fork-"
+        swept = 0
+        try:
+            names = list(self.path.parent.iterdir())
+        except OSError:  # a folder this process may not list: the files wait for one that may
+            log.warning("could not look for the lock files of killed forks", exc_info=True)
+            return 0
+        for path in names:
+            digits = path.name[len(prefix):-len(FORK_LOCK_SUFFIX)]
+            if not (path.name.startswith(prefix) and path.name.endswith(FORK_LOCK_SUFFIX)
+                    and len(digits) == FORK_LOCK_HEX and all(ch in string.hexdigits for ch in digits)):
+                continue
+            try:
+                fd = _try_file_lock(path)
+            except OSError:  # deleted meanwhile (its fork done, another sweep), or not ours to open
+                continue
+            if fd is None:  # held: a fork in progress
+                continue
+            try:
+                path.unlink(missing_ok=True)
+            finally:
+                os.close(fd)
+            swept += 1
+        if swept:
+            log.info("deleted %d lock file(s) of forks whose process died before recording them", swept)
+        return swept
 
     def _delete_fts_rows(self, c: Connection, ids: Sequence[tuple[int]], *, to_come: int = 0,
                          merge_max_s: float | None = None) -> None:
