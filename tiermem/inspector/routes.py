@@ -47,6 +47,7 @@ from tiermem.inspector import charts, data
 from tiermem.inspector.metrics import PlanMetrics
 from tiermem.memory import MAX_BUDGET_TOKENS, Memory
 from tiermem.planner.plan import SLICES, read_stored_plan
+from tiermem.service.head import HeadRoute
 from tiermem.tiers.errors import ConversationNotFound, TiermemError, ValidationError
 from tiermem.tiers.models import MAX_POSITION, MAX_TIMESTAMP, validate_id, validate_namespace
 from tiermem.tiers.zones import MAX_ZONE_NAME_CHARS
@@ -263,7 +264,8 @@ def _escape(s: str) -> str:
 
 
 def build_router(ins: Inspector) -> APIRouter:
-    r = APIRouter(prefix="/ui", include_in_schema=False)
+    # HEAD answered wherever GET is, as on the service's routes (tiermem.service.head)
+    r = APIRouter(prefix="/ui", include_in_schema=False, route_class=HeadRoute)
 
     @r.get("")
     def root() -> RedirectResponse:

@@ -30,6 +30,7 @@ from tiermem.memory import DEFAULT_NAMESPACE, Memory
 from tiermem.service.auth import NAMESPACE_HEADER, ServiceConfigError, TokenAuth
 from tiermem.service.guard import GuardMiddleware
 from tiermem.service.handlers import install_handlers
+from tiermem.service.head import HeadRoute
 from tiermem.service.metrics import MetricsMiddleware
 from tiermem.service.routes import install_routes
 from tiermem.service.runtime import Runtime
@@ -83,6 +84,9 @@ def create_app(
         docs_url=None,  # tiermem.inspector serves /docs from packaged assets (no CDN)
         redoc_url=None,
     )
+    # every route added to the app itself (the inspector's /docs and /redoc) takes HEAD
+    # where it takes GET, as the service's routers' do (tiermem.service.head)
+    app.router.route_class = HeadRoute
     app.state.runtime = runtime
     install_handlers(app)
     install_routes(app, auth_enabled=runtime.auth.enabled)

@@ -40,6 +40,7 @@ from tiermem.errors import (
     TiermemError,
     ValidationError,
 )
+from tiermem.service.head import with_head
 from tiermem.service.runtime import runtime_of
 from tiermem.service.schemas import error_body, error_type
 from tiermem.tiers.errors import WRITTEN_FIELD, not_found_detail
@@ -148,7 +149,10 @@ async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
     echoed: it is any token a client likes)."""
     if exc.status_code != METHOD_NOT_ALLOWED_STATUS:
         return await http_exception_handler(request, exc)
-    allowed = allowed_methods(request) or [m.strip() for m in (exc.headers or {}).get("Allow", "").split(",")]
+    # a path the document leaves out (/docs, /ui): the route's own methods, and HEAD where
+    # they hold GET (tiermem.service.head: every route that takes GET takes HEAD)
+    allowed = allowed_methods(request) or with_head(
+        [m.strip() for m in (exc.headers or {}).get("Allow", "").split(",")])
     listed = ", ".join(m for m in allowed if m)
     return JSONResponse({"detail": f"method not allowed: this path takes {listed}"},
                         status_code=METHOD_NOT_ALLOWED_STATUS, headers={"Allow": listed})

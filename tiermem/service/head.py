@@ -8,6 +8,11 @@ drops it, keeping Content-Length), and the OpenAPI document gives every GET oper
 HEAD twin (`document_head`): the same parameters, security and statuses, with their
 headers and no content. A 405's `Allow` (tiermem.service.handlers.allowed_methods, read
 from the document) then names HEAD on each path that takes GET, and only there.
+
+The routes outside the document take HEAD the same way: create_app makes HeadRoute the
+app's own route class (`/docs`, `/redoc`) and the inspector's router uses it (`/ui`...);
+their 405's `Allow` (the route's methods) gets HEAD next to GET (`with_head`). Starlette's
+own routes (/openapi.json) and static files (/ui/static, /docs/static) take HEAD already.
 """
 
 from __future__ import annotations
@@ -42,6 +47,14 @@ class HeadRoute(APIRoute):
         # the handler sees GET; the server's own scope keeps HEAD, so no body goes out
         as_get = self._as_get(scope)
         await super().handle(scope if as_get is None else as_get, receive, send)
+
+
+def with_head(methods: list[str]) -> list[str]:
+    """`methods` (a route's, for a 405's Allow) with HEAD after GET where GET is there."""
+    if GET not in methods or HEAD in methods:
+        return methods
+    at = methods.index(GET) + 1
+    return [*methods[:at], HEAD, *methods[at:]]
 
 
 def head_operation(get: dict[str, Any]) -> dict[str, Any]:
