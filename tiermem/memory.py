@@ -211,6 +211,11 @@ INDEXER_WAKE_S = 5.0
 # sooner: an erasure running in another process owes them until its own end (a
 # 20,000-turn conversation's rows took 21.5 s), and would be raced for nothing
 OWED_SCRUB_AFTER_S = 60.0
+# A Memory without the indexer's thread (background_indexing=False) looks for an owed
+# scrub from its own calls instead (each append and context, `_look_for_owed_scrub`), at
+# most once this often (seconds, as the thread's INDEXER_WAKE_S): between two looks a call
+# pays a clock read and a compare; a look costs one read when nothing is owed
+OWED_SCRUB_LOOK_S = 5.0
 # catch-up pools of its conversation's pending turns a context embeds inline before it
 # plans (a pool: INDEX_POOL_BATCHES batches of embedding_batch_size turns, 1,024 at the
 # default 64, cut at INDEX_POOL_MAX_CHARS characters: ~5 s of chat turns on 2 idle cores,
@@ -525,6 +530,10 @@ class Memory:
         # per-namespace metrics) goes too; a hook that raises is logged, the erasure stands
         self.erasure_hooks: list[Callable[[ErasureReport], None]] = []
         self._indexer: _Indexer | None = None
+        # without the indexer: when a call of this process next looks for an owed scrub,
+        # and one look at a time (`_look_for_owed_scrub`)
+        self._owed_look_at = time.monotonic() + OWED_SCRUB_LOOK_S
+        self._owed_looking = threading.Lock()
         if background_indexing:
             self._indexer = _Indexer(self)
             self._indexer.start()
@@ -1109,6 +1118,7 @@ class Memory:
                 move_scope(scope, self._scope(key))
             self._know(ns, conv, key)
         if res.replayed:  # an earlier append stored this request: what followed it was done then
+            self._look_for_owed_scrub()
             return AppendOutcome(positions, replayed=True, incarnation=self._token(key))
         if res.created and self.hot is not None:
             # a new key is never one issued before, but Redis may predate this database's
@@ -1148,7 +1158,29 @@ class Memory:
                         "their embedding", key, exc_info=True)
         if self._indexer is not None:
             self._indexer.wake.set()
+        self._look_for_owed_scrub()
         return AppendOutcome(positions, incarnation=self._token(key))
+
+    def _look_for_owed_scrub(self) -> None:
+        """An erasure's scrub that a killed process left owed waits for the next open or
+        erasure of the store, and the indexer's thread of a running Memory finishes it
+        once it has seen it owed OWED_SCRUB_AFTER_S (`_Indexer.run`). Without that thread
+        (background_indexing=False) nothing else ran it, so a long-lived process left the
+        erased text in the files for as long as it ran: its appends and contexts look
+        instead, at most every OWED_SCRUB_LOOK_S (a clock read otherwise), and the call
+        whose look finds it owed that long does what an open does, after its own work.
+        A failure is logged, never the call's (its write is committed)."""
+        if self._indexer is not None or time.monotonic() < self._owed_look_at:
+            return
+        if not self._owed_looking.acquire(blocking=False):
+            return  # another thread of this process is looking
+        try:
+            self._owed_look_at = time.monotonic() + OWED_SCRUB_LOOK_S
+            self.cold.finish_owed_scrub(owed_for_s=OWED_SCRUB_AFTER_S)
+        except Exception:  # a locked or unreachable store: a later call's look retries
+            log.warning("could not finish an erasure's owed scrub; will retry", exc_info=True)
+        finally:
+            self._owed_looking.release()
 
     def _scope(self, key: str) -> str:
         """The memo scope of a conversation's text (tiers.memo): the classifier's,
@@ -1582,6 +1614,7 @@ class Memory:
         _name_plan(ctx.plan, conv, name, self.cold)
         if self.config.store_plans and record:
             self.cold.store_plan(conv, ctx.plan.to_json())
+        self._look_for_owed_scrub()
         return ctx
 
     def _context(self, conv: str, query: str | None, budget: int, *, ns: str, system: str | None,
