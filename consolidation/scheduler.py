@@ -3,7 +3,12 @@ are over their freshness budget.
 
 - One interval job, `max_instances=1` (a slow run is never doubled up), `coalesce=True`
   (runs missed while one was in progress or the process was suspended collapse into
-  one), `misfire_grace_time` of one interval. Each run refreshes at most
+  one), `misfire_grace_time` of one interval. A run that outlasts the interval is let
+  finish: each tick that finds it still going is skipped (counted in `overlapped`) and
+  the runs go on at the first tick after it ends, said in one WARNING line per such run
+  ("the previous run is still going", with its age and the interval), not APScheduler's
+  "maximum number of running instances reached" per tick (its scheduler logs to
+  `APSCHEDULER_LOG`, which leaves that line out). Each run refreshes at most
   `max_views_per_run` views, most-behind first (`ViewMaintainer.stale_views`),
   leaving out the views whose refresh failed and whose backoff has not run out
   (`ViewMaintainer.held_back`: a `view_failures` row, so every process's scheduler
@@ -106,6 +111,21 @@ from tiermem.consolidation.views import Swept, ViewKey, ViewMaintainer
 from tiermem.tiers.files import BUSY_SQLSTATES, storage_problem
 
 log = logging.getLogger("tiermem.scheduler")
+# APScheduler's own log lines (started, added, store errors) for this scheduler: its
+# per-tick "maximum number of running instances reached" is left out (OneLinePerOverrun),
+# the run that overran is said once by the scheduler instead (`_overran`)
+APSCHEDULER_LOG = logging.getLogger("tiermem.scheduler.apscheduler")
+MAX_INSTANCES_TEXT = "maximum number of running instances reached"  # in APScheduler's message
+
+
+class OneLinePerOverrun(logging.Filter):
+    """Drops APScheduler's warning for each tick skipped because the run is still going."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return MAX_INSTANCES_TEXT not in str(record.msg)
+
+
+APSCHEDULER_LOG.addFilter(OneLinePerOverrun())
 
 JOB_ID = "tiermem-consolidation"
 LOCK_TIMEOUT_SQLSTATE = "55P03"  # lock_not_available: PostgreSQL's lock_timeout (or NOWAIT)
@@ -397,6 +417,11 @@ class ConsolidationScheduler:
         self._pid: int | None = None
         self._stopping = threading.Event()
         self._run_lock = threading.Lock()
+        # the run in progress: its number and monotonic start (for `_overran`), and the
+        # number of the last run whose overrun was said (one line per run, not per tick)
+        self._run_number = 0
+        self._run_started: float | None = None
+        self._overrun_said = 0
         # (conversation key, turns behind, seconds behind) of each view the last run found
         # over budget; replaced whole by each run, so a reader needs no lock
         self._lagging: tuple[tuple[str, int, float], ...] = ()
@@ -423,6 +448,7 @@ class ConsolidationScheduler:
             executors={"default": ThreadPoolExecutor(max_workers=1)},
             timezone=dt.UTC,
             daemon=True,
+            logger=APSCHEDULER_LOG,
         )
         sched.add_listener(self._on_event,
                            EVENT_JOB_SUBMITTED | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_ERROR)
@@ -470,8 +496,20 @@ class ConsolidationScheduler:
             self.stats.missed += 1
         elif event.code == EVENT_JOB_MAX_INSTANCES:
             self.stats.overlapped += 1
+            self._overran()
         elif event.code == EVENT_JOB_ERROR:
             self.stats.errors += 1
+
+    def _overran(self) -> None:
+        """A tick found the run still going: say so once for that run (the ticks it
+        outlasts are counted in `overlapped`), with how long it has run and the interval."""
+        run, started = self._run_number, self._run_started
+        if started is None or run == self._overrun_said:
+            return
+        self._overrun_said = run
+        log.warning("consolidation run skipped: the previous run is still going (running for %.1f s, interval "
+                    "%g s); the next starts at the first interval after it ends", time.monotonic() - started,
+                    self.interval_s)
 
     def _job(self) -> None:
         try:
@@ -497,8 +535,11 @@ class ConsolidationScheduler:
             self.stats.overlapped += 1
             return 0
         try:
+            self._run_number += 1
+            self._run_started = time.monotonic()
             refreshed = self._run()
         finally:
+            self._run_started = None
             self._run_lock.release()
         if log_failures and self.last_failures:
             log.warning("consolidation run: %s", self.failures_line())
