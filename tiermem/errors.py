@@ -52,6 +52,7 @@ from tiermem.tiers.errors import (
     ThreadMismatch,
     TiermemError,
     ValidationError,
+    VectorWidthConflict,
 )
 
 __all__ = [
@@ -100,4 +101,5 @@ __all__ = [
     "ThreadMismatch",
     "TiermemError",
     "ValidationError",
+    "VectorWidthConflict",
 ]

@@ -79,6 +79,7 @@ from tiermem.tiers.errors import (
     PositionOutOfRange,
     StoreUnavailable,
     ValidationError,
+    VectorWidthConflict,
 )
 from tiermem.tiers.formats import message_text
 from tiermem.tiers.lexical import BM25_K1, bm25_idf, bm25_top, query_words_terms, term_counts, total_length
@@ -214,6 +215,9 @@ MAX_ROWID = 2**63 - 1  # SQLite's largest rowid: "every id above" as a bound
 # A conversation key that is not its name: name + KEY_SEPARATOR + KEY_SUFFIX_HEX hex digits
 # (tiers.models.KEY_SEPARATOR: outside the id alphabet, so such a key is never a name).
 VEC0_MAX_K = 4096  # rows: the most one vec0 nearest-neighbour query returns
+# how sqlite-vec words a vector of another width than its table's ("Dimension mismatch for
+# inserted vector ..." / "... for query vector ..."), lowercased
+VEC0_DIMENSION_ERROR = "dimension mismatch"
 KEY_SUFFIX_HEX = 16
 # conversations whose keyword statistics (turns, terms) `search_bm25` remembers: ~150
 # bytes each, so at most ~10 MB; one forgotten is counted again from its text
@@ -575,6 +579,19 @@ class ColdStore(SharedQueries):
         self._vec_dim = dim
         self._vec_model = model
 
+    def _width_conflict(self, exc: Exception, ours: int) -> VectorWidthConflict | None:
+        """After vec0 refused a vector (`exc`): the clear error when another process has
+        remade the vector table at another width than `ours` (this process's), else None
+        (`exc` stands). Read afresh, the cached width left this process's: taking the
+        store's as a new one would drop the other process's vectors, and the two would
+        wipe each other's in turn."""
+        if VEC0_DIMENSION_ERROR not in str(exc).lower():
+            return None
+        stored = self._read_vec_dim()
+        if stored is None or stored == ours:
+            return None
+        return VectorWidthConflict(str(self.path), stored, ours)
+
     def _recorded_vec_model(self) -> str | None:
         rows = self._read("SELECT value FROM meta WHERE key = ?", (VEC_MODEL_KEY,))
         return str(rows[0][0]) if rows else None
@@ -860,19 +877,25 @@ class ColdStore(SharedQueries):
                 self._ensure_vec_table(int(vecs.shape[1]), model)
             stored: list[tuple[str, int, np.ndarray]] = []
             stored_ids: list[int] = []
-            with self._tx() as c:
-                self._step("index_pending.store")
-                for r, v in zip(rows, vecs, strict=True):
-                    cur = c.execute(
-                        "UPDATE turns SET embedded = 1 WHERE id = ? AND embedded = 0", (r[2],)
-                    )
-                    if cur.rowcount == 1:
-                        c.execute(
-                            f"INSERT INTO {VEC_TABLE}(rowid, conversation_id, embedding) VALUES (?, ?, ?)",
-                            (r[2], r[0], _vec_bytes(v)),
+            try:
+                with self._tx() as c:
+                    self._step("index_pending.store")
+                    for r, v in zip(rows, vecs, strict=True):
+                        cur = c.execute(
+                            "UPDATE turns SET embedded = 1 WHERE id = ? AND embedded = 0", (r[2],)
                         )
-                        stored.append((r[0], r[1], v))
-                        stored_ids.append(int(r[2]))
+                        if cur.rowcount == 1:
+                            c.execute(
+                                f"INSERT INTO {VEC_TABLE}(rowid, conversation_id, embedding) VALUES (?, ?, ?)",
+                                (r[2], r[0], _vec_bytes(v)),
+                            )
+                            stored.append((r[0], r[1], v))
+                            stored_ids.append(int(r[2]))
+            except DriverDatabaseError as exc:  # rolled back: the pool stays pending
+                conflict = self._width_conflict(exc, int(vecs.shape[1]))
+                if conflict is not None:
+                    raise conflict from exc
+                raise
             claims.release([int(r[2]) for r in rows], mine)  # committed: a read now finds embedded = 1
             # the hook's work per call (supersession's meaning search) is sized for a batch
             for start in range(0, len(stored), batch) if self.on_embedded is not None else ():
@@ -2072,6 +2095,17 @@ class ColdStore(SharedQueries):
         """(conversation, position, L2 distance) of the k nearest turns (`exclude`: a
         conversation of the namespace not to scan, e.g. the one already searched;
         `before`, with `conversation_id`: only positions below it)."""
+        try:
+            return self._search_dense(query_vec, k, conversation_id=conversation_id, namespace=namespace,
+                                      exclude=exclude, before=before)
+        except DriverDatabaseError as exc:  # "Dimension mismatch for query vector"
+            conflict = self._width_conflict(exc, int(np.asarray(query_vec).size))
+            if conflict is not None:
+                raise conflict from exc
+            raise
+
+    def _search_dense(self, query_vec: np.ndarray, k: int, *, conversation_id: str | None, namespace: str | None,
+                      exclude: str | None, before: int | None) -> list[tuple[str, int, float]]:
         if not self._has_vec():
             return []
         convs = [c for c in self._scope(conversation_id, namespace) if c != exclude]

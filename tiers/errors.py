@@ -520,6 +520,29 @@ class EmbeddingUnavailable(TiermemError, RuntimeError):
         super().__init__(f"the embedding model is unavailable: {reason}")
 
 
+class VectorWidthConflict(TiermemError, RuntimeError):
+    """Another live process on the same store embeds with another `embedding_model`, of
+    another width: opened after this one, it emptied the store's vectors and set them to
+    its width (a process with a new model re-embeds every turn), so this process's vectors
+    neither store nor compare. Raised by its catch-up (nothing stored: its turns stay
+    pending for the other process) and its dense search, instead of the database's own
+    dimension error; this process never switches the width back (the two would wipe each
+    other's vectors in turn). `stored`: the store's width now; `ours`: this process's
+    embedder's; `where`: the store."""
+
+    def __init__(self, where: str, stored: int, ours: int) -> None:
+        self.where = where
+        self.stored = stored
+        self.ours = ours
+        # without `where`: what an HTTP answer says (a store's path or server is not a tenant's)
+        self.problem = (
+            f"the store's vectors are now {stored} wide, set by another process's embedding_model, "
+            f"and this process's embedding_model makes {ours}-wide vectors: every process on one store "
+            f"needs the same embedding_model (restart this one with the other's; restarted with its own, "
+            f"it re-embeds every turn at {ours} wide and the other process fails this way)")
+        super().__init__(f"{where}: {self.problem}")
+
+
 class StorageReadOnly(TiermemError, PermissionError):
     """The database cannot be written here (a read-only mount, an immutable or foreign
     file) and the operation needs to write."""

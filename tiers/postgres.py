@@ -224,6 +224,7 @@ from tiermem.tiers.errors import (
     StoreUnavailable,
     StoreUnreachable,
     ValidationError,
+    VectorWidthConflict,
     shown,
 )
 from tiermem.tiers.files import UNREACHABLE_SQLSTATES
@@ -1979,7 +1980,12 @@ class PostgresStore(SharedQueries):
             if row is not None:
                 log.warning("the stored vectors are %s-wide from model %s, the embedder's %d-wide from %s: "
                             "re-embedding every turn", row[0], recorded or "unrecorded", dim, model or "unrecorded")
-                c.execute("DELETE FROM messages_vec")
+                # TRUNCATE, not DELETE: the index built below in this transaction still
+                # sees the rows a DELETE removed (dead, not gone) and failed on their old
+                # width ("expected 256 dimensions, not 384"), rolling the switch back at
+                # every catch-up for good. It takes the ACCESS EXCLUSIVE lock the DROP
+                # INDEX below takes anyway; no trigger or foreign key is on this table.
+                c.execute("TRUNCATE messages_vec")
                 c.execute("UPDATE turns SET embedded = 0")
             # An HNSW index for namespace-wide search (the column has no fixed width, so
             # the index is on its cast to this width); a conversation's own search stays
@@ -1996,6 +2002,18 @@ class PostgresStore(SharedQueries):
                 c.execute("DELETE FROM meta WHERE key = %s", (VEC_MODEL_KEY,))
         self._vec_dim = dim
         self._vec_model = model
+
+    def _width_conflict(self, ours: int) -> VectorWidthConflict | None:
+        """After the database refused a vector (a dimension error): the clear error when
+        another process has set the store's vectors to another width than `ours` (this
+        process's), else None (the database's error stands). Read afresh, and the cached
+        width left this process's: taking the store's as a new one would empty the other
+        process's vectors, and the two would wipe each other's in turn."""
+        rows = self._read("SELECT value FROM meta WHERE key = 'vec_dim'")
+        stored = int(rows[0][0]) if rows else None
+        if stored is None or stored == ours:
+            return None
+        return VectorWidthConflict(f"{self.path} schema {self.schema}", stored, ours)
 
     def _recorded_vec_model(self) -> str | None:
         rows = self._read("SELECT value FROM meta WHERE key = %s", (VEC_MODEL_KEY,))
@@ -2115,10 +2133,16 @@ class PostgresStore(SharedQueries):
             # own transaction. The turn rows' locks decide, taken in id order (two
             # processes catching up the same turns never deadlock): a second process
             # finds embedded = 1, an erased turn is gone; neither stores a vector.
-            with self._conn() as c:
-                done_ids = [int(r[0]) for r in self._statement(c, self._STORE_VECTORS, {
-                    "ids": ids, "vecs": [Vec(by_id[i][2]) for i in ids],
-                    "convs": sorted({by_id[i][0] for i in ids})})]
+            try:
+                with self._conn() as c:
+                    done_ids = [int(r[0]) for r in self._statement(c, self._STORE_VECTORS, {
+                        "ids": ids, "vecs": [Vec(by_id[i][2]) for i in ids],
+                        "convs": sorted({by_id[i][0] for i in ids})})]
+            except psycopg.errors.DataException as exc:  # the index's cast to another width
+                conflict = self._width_conflict(int(vecs.shape[1]))
+                if conflict is not None:
+                    raise conflict from exc
+                raise
             claims.release(ids, mine)  # committed: a read now finds embedded = 1
             stored: list[tuple[str, int, np.ndarray]] = [by_id[i] for i in done_ids]
             for start in range(0, len(stored), batch) if self.on_embedded is not None else ():
@@ -2858,6 +2882,17 @@ class PostgresStore(SharedQueries):
     def search_dense(self, query_vec: np.ndarray, k: int, *, conversation_id: str | None = None,
                      namespace: str | None = None, exclude: str | None = None,
                      before: int | None = None) -> list[tuple[str, int, float]]:
+        try:
+            return self._search_dense(query_vec, k, conversation_id=conversation_id, namespace=namespace,
+                                      exclude=exclude, before=before)
+        except psycopg.errors.DataException as exc:  # "different vector dimensions 384 and 256"
+            conflict = self._width_conflict(int(np.asarray(query_vec).size))
+            if conflict is not None:
+                raise conflict from exc
+            raise
+
+    def _search_dense(self, query_vec: np.ndarray, k: int, *, conversation_id: str | None,
+                      namespace: str | None, exclude: str | None, before: int | None) -> list[tuple[str, int, float]]:
         k = max(1, min(int(k), MAX_DENSE_K))
         q = Vec(query_vec)
         if conversation_id is not None:

@@ -10,6 +10,8 @@ namespace; a full disk is 507 and a read-only or failing database 503 with Retry
 (and /healthz reports the cold tier read-only for `STORAGE_FAILURE_MEMORY_S` after it); a
 busy one (another writer held SQLite past `busy_timeout_ms`, a PostgreSQL lock or
 statement timeout) 503 with a Retry-After of `STORAGE_BUSY_RETRY_AFTER_S`, /healthz unmoved;
+another process on the store embedding with another `embedding_model` of another width
+(`VectorWidthConflict`) 503 naming both widths, without Retry-After, /healthz unmoved;
 a 503 body carries `"written": false` only where the store certainly refused before
 writing (busy, read-only), never for a lost connection (the COMMIT may have landed);
 a route that commits in several transactions (`SEVERAL_TRANSACTION_ROUTES`: the erasures
@@ -39,6 +41,7 @@ from tiermem.errors import (
     StorageReadOnly,
     TiermemError,
     ValidationError,
+    VectorWidthConflict,
 )
 from tiermem.service.head import with_head
 from tiermem.service.runtime import runtime_of
@@ -165,6 +168,14 @@ async def position_mismatch(request: Request, exc: PositionMismatch) -> JSONResp
                          "expected_incarnation": exc.expected_incarnation}, status_code=409)
 
 
+async def width_conflict(request: Request, exc: VectorWidthConflict) -> JSONResponse:
+    # this service cannot embed or compare until an operator runs every process on the
+    # store with one embedding_model: 503 saying so (was a 500 from the database's dimension
+    # error), without the store's path; no Retry-After, as waiting does not end it
+    log.warning("%s %s: %s", request.method, request.url.path, exc)
+    return JSONResponse({"detail": exc.problem}, status_code=503)
+
+
 async def not_found(request: Request, exc: ConversationNotFound) -> JSONResponse:
     # the same body whether it does not exist or belongs to another namespace
     return JSONResponse({"detail": not_found_detail(exc.conversation_id)}, status_code=404)
@@ -226,6 +237,7 @@ HANDLERS: tuple[tuple[type[Exception], Callable[..., Awaitable[Response]]], ...]
     (ValidationError, validation_error),
     (PositionMismatch, position_mismatch),
     (ConversationNotFound, not_found),
+    (VectorWidthConflict, width_conflict),
     (DriverDatabaseError, storage_error),
     *((cls, storage_error) for cls in POSTGRES_DRIVER_ERRORS),
     (StorageReadOnly, storage_error),

@@ -506,7 +506,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     503: {
         "model": UnavailableOut,
         "description": "the storage is busy, read-only, failing or unreachable (or the service is starting); "
-                       "'written': false when nothing was written",
+                       "'written': false when nothing was written. Also (no Retry-After) another process on the "
+                       "store embeds with another embedding_model, of another width, than this service's: "
+                       "the detail names both widths",
         "headers": _RETRY_AFTER,
     },
     507: {"model": ErrorOut, "description": "the disk (or the database's size cap) is full; nothing written"},
