@@ -22,7 +22,10 @@ pytestmark = pytest.mark.usefixtures("clean_env")
 
 TIERMEM = str(Path(sys.executable).with_name("tiermem"))
 RUN_TIMEOUT_S = 180
-CONVERSATIONS = 300  # enough that the import runs for seconds after its first commit
+# enough that the import runs for seconds after its first commit: the SIGINT follows that
+# commit within a poll (POLL_S), and at 60 x 100 the first run was cut at 100 of 6,000
+# messages (load ~10); 300 conversations made the rerun import 30,000 for nothing (34 -> 12 s)
+CONVERSATIONS = 60
 TURNS = 100
 POLL_S = 0.05
 SIGINT_EXIT = 130  # 128 + SIGINT, as a shell shows a process Ctrl-C ended
