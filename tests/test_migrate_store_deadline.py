@@ -19,7 +19,7 @@ from pg_server import StoppableServer, fresh_schema, stoppable_pg  # noqa: F401 
 
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.errors import StoreStalled
-from tiermem.tiers.migrate_store import DONE, migrate_store
+from tiermem.tiers.migrate_store import DONE, MigrationReport, migrate_store
 from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -59,22 +59,31 @@ def verified(url: str, schema: str) -> bool:
         store.close()
 
 
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> tuple[str, MigrationReport]:
+    """MANY conversations migrated from SQLite to a fresh schema under the short deadline:
+    the copy both cases start from, made once (each made its own: ~9 s of the module's 28).
+    The case back to SQLite only reads the schema (its source)."""
+    source = build_source(tmp_path_factory.mktemp("src") / "tiermem.db", MANY)
+    schema = fresh_schema()
+    there = migrate_store(source, pg_url, tokens=TOKENS, target_schema=schema, busy_timeout_ms=BUSY_TIMEOUT_MS,
+                          operation_timeout_s=OPERATION_TIMEOUT_S)
+    return schema, there
+
+
 # (direction: which side is PostgreSQL; the verification's loop reads both sides)
 @pytest.mark.parametrize("direction", [
     "sqlite-to-postgres",  # the reviewer's run: the target's connection was cut
     "postgres-to-sqlite",  # back: the source's
 ])
 def test_a_store_larger_than_one_deadline_migrates_and_is_verified(
-        tmp_path: Path, pg_url: str, direction: str) -> None:
-    source = build_source(tmp_path / "src" / "tiermem.db", MANY)
-    schema = fresh_schema()
-    limits = {"busy_timeout_ms": BUSY_TIMEOUT_MS, "operation_timeout_s": OPERATION_TIMEOUT_S}
-    there = migrate_store(source, pg_url, tokens=TOKENS, target_schema=schema,
-                          **(limits if direction == "sqlite-to-postgres" else {}))
+        tmp_path: Path, pg_url: str, migrated: tuple[str, MigrationReport], direction: str) -> None:
+    schema, there = migrated
     assert (there.conversations, there.copied) == (MANY, MANY)
     assert verified(pg_url, schema)
     if direction == "postgres-to-sqlite":
-        back = migrate_store(pg_url, tmp_path / "back", tokens=TOKENS, source_schema=schema, **limits)
+        back = migrate_store(pg_url, tmp_path / "back", tokens=TOKENS, source_schema=schema,
+                             busy_timeout_ms=BUSY_TIMEOUT_MS, operation_timeout_s=OPERATION_TIMEOUT_S)
         assert (back.conversations, back.copied, back.digest) == (MANY, MANY, there.digest)
 
 
