@@ -412,7 +412,8 @@ class Planner:
         call.kept_from = self._memory_last_start(call, fixed, self._epoch_key(call))
         # a context planned anew is filled (older tail turns, room nothing else wanted) to
         # EPOCH_START_FILL_SHARE of the budget, so it is cacheable at once: one that starts
-        # an epoch, and every call where none is extended (context_epochs=false, before_tail).
+        # an epoch, and every call where none is extended (context_epochs=false, before_tail);
+        # under a conversion, of the tokens sent (_fill_as_sent).
         # system_messages="before_latest" keeps its own tail start: only a tail anchored
         # anew grows, and only as far as its next calls can keep it (pack.KEPT_FILL_SHARES)
         memory_last = self.settings.system_messages == "before_latest"
@@ -426,6 +427,9 @@ class Planner:
                      memory_last=memory_last)
         call.mark("pack")
         messages, kinds, where, total = self._fit(call, fixed, packing)
+        if fill_to > 0 and not memory_last and self.render.converting():
+            messages, kinds, where, total = self._fill_as_sent(call, fixed, packing, held_back,
+                                                               (messages, kinds, where, total))
         items, latest_item = self._items(call, fixed, packing)
         segs, total = self._epoch(call, fixed, packing, fresh_segments(messages, kinds, where, items, latest_item),
                                   total, latest_item)
@@ -651,6 +655,27 @@ class Planner:
                 break
             messages, kinds, where, total = more, more_kinds, more_where, more_total
         return messages, kinds, where, total
+
+    def _fill_as_sent(self, call: _Call, fixed: _Fixed, packing: Packing, held_back: frozenset[int],
+                      fitted: tuple[list[dict[str, Any]], list[str], list[int | None], int]
+                      ) -> tuple[list[dict[str, Any]], list[str], list[int | None], int]:
+        """A conversion's context planned anew, filled to EPOCH_START_FILL_SHARE of the
+        budget as sent: packing fills on the stored form, and a conversion that sends less
+        (a Responses input message carries no `name`: LoCoMo's named turns lost about 7%)
+        left an epoch start under the providers' 1,024-token minimum (994 of 2,000 sent),
+        so the epoch's second call read nothing back. Grows the tail by the shortfall
+        scaled to stored tokens and counts again; `fitted` (`_fit`'s answer) when there is
+        no shortfall or nothing more grows (the fill stopped for its own reasons)."""
+        messages, _, _, total = fitted
+        want = int(call.budget * EPOCH_START_FILL_SHARE)
+        stored = messages_tokens(self.tokens, messages)
+        if total >= want or stored <= total:
+            return fitted
+        grown = len(packing.chosen["tail"])
+        packing.grow_tail(-(-(want - total) * stored // total), held_back)
+        if len(packing.chosen["tail"]) == grown:
+            return fitted
+        return self._fit(call, fixed, packing)
 
     def _items(self, call: _Call, fixed: _Fixed, packing: Packing) -> tuple[list[PlanItem], PlanItem | None]:
         """The plan's items in slice order, and the latest user message's."""
@@ -1244,7 +1269,7 @@ class Planner:
         conv, budget, latest_user = call.conv, call.budget, fixed.latest_user
         if latest_user is None or latest_user == prev.latest_user or not self.settings.evict_middle:
             return None, ""
-        cut = middle.head_cut(prev.segments[:at], self.tokens, budget)
+        cut = middle.head_cut(prev.segments[:at], self.tokens, budget, self.render.out)
         if cut is None:
             return None, ""
         head = list(prev.segments[:cut])
