@@ -70,7 +70,17 @@ Matching, in order of strength:
    "Cancel the reservation." / "Cancel my order." take back what "Forget the
    reservation." would: "my" is the user's own booking there. "Cancel the dentist
    appointment." takes back "I have a dentist appointment on March 12." as it would the
-   request that booked it.
+   request that booked it. A reminder and an alarm are named by their act too ("Cancel the
+   reminder." / "Delete that reminder." after "Remind me to call mum at 6." or "Set a
+   reminder to ..."). A plan told to be off, its noun the subject ("The movie tonight is
+   off.", "The picnic's cancelled.", `_OFF_STATE`), is such a call-off, and so are "Cancel
+   breakfast.", "Don't bother with the flowers."; a plan of the user's own told with its
+   day ("Let's plan a picnic on Sunday.", `_own_plan`) is called off as a request is. A meal
+   is told by its hour (`MEAL_HOURS`: "the lunch" is no sushi for 8pm, "the dinner" no
+   "table for lunch"), and a request may name the thing by another word ("the movie" /
+   "the new Dune film", `KindCheck.synonym_in`), or through "it" the user's turn before it
+   ("Get two tickets at the Odeon for it."). A worry waved off ("Forget about it, it's
+   fine.", `_DISMISSAL`) takes nothing back.
 
 Among equal scores the most recent turn wins, and load-bearing turns are preferred.
 Only the single best turn is returned: one correction revises one earlier turn (the
@@ -280,6 +290,14 @@ _BARE_RETRACTION = re.compile(
     r"disregard (?:that|my last (?:message|request))|undo (?:that|it|the last (?:change|one)))"
     r"(?:[,.!]?\s*(?:please|sorry|thanks))?[,.!]*"
 )
+# A worry waved off ("Forget about it, it's fine.", "Don't worry about it, no problem."):
+# "it" is what the other party is sorry for, no plan of the user's; the turn takes nothing
+# back, nor is searched by meaning for something to take back.
+_DISMISSAL = re.compile(
+    r"^(?:(?:oh|ah|hey|no|ok(?:ay)?)[,.!]?\s+)*(?:forget (?:about )?it|don't worry(?: about it)?)[,.!]?\s+"
+    r"(?:(?:it's|it is|that's|that is|all) (?:fine|ok(?:ay)?|alright|all right|good|no (?:problem|big deal|worries))"
+    r"|no (?:problem|worries|harm done|big deal))\b[^,;:?]*[.!]*$"
+)
 _RETRACTION_OPENER = re.compile(r"^(?:\w+[,.!]?\s+)?(?:scratch that|never ?mind)\b")
 # An order that calls off a plan by its name, opening the turn ("Cancel the haircut.",
 # "Call off the concert on Friday.", "Scratch the landlord call, something came up."): its
@@ -289,6 +307,13 @@ _RETRACTION_OPENER = re.compile(r"^(?:\w+[,.!]?\s+)?(?:scratch that|never ?mind)
 # same thing (`_called_off`), never a fact: "cancel my subscription" after "my Netflix
 # subscription is $15 a month" orders a cancellation, it corrects nothing said.
 PLAN_OBJECT_WORDS = 3
+# the words that call a plan off before its object: "cancel", "delete that reminder",
+# "remove the alarm", "don't bother with the flowers", "no need for the taxi"
+_CALL_OFF_VERBS = r"cancel|call off|scratch|delete|remove|don't bother with|no need for"
+# what "cancel" may be followed by that names no plan of its own, where the object comes
+# without "the" ("Cancel breakfast.", "Call off lunch on Friday." name a meal): a pronoun,
+# a quantifier, a determiner of another's thing
+_NO_PLAN_WORDS = r"it|this|that|them|everything|anything|all|any|some|a|an|his|her|their|your"
 # the words that open a time after a thing called off ("the movie tonight", "the table on
 # Friday", "the dentist at 10am", "the laundry for now"): the thing's phrase ends there
 _WHEN_WORDS = "tonight|today|tomorrow|this|next|on|for|at|by|in"
@@ -296,8 +321,23 @@ _WHEN_WORDS = "tonight|today|tomorrow|this|next|on|for|at|by|in"
 _WHEN_SLOTS = frozenset(("weekday", "date", "time"))
 _PLAN_RETRACTION = re.compile(
     r"^(?:(?:ok(?:ay)?|oh|hmm+|so|actually|sorry|wait|no|and)[,.!]?\s+)*(?:please |just )?"
-    rf"(?:cancel|call off|scratch) (?:the|my|our|that) (?P<obj>[a-z][\w'-]*(?: (?!(?:{_WHEN_WORDS})\b)[a-z][\w'-]*){{0,{PLAN_OBJECT_WORDS - 1}}})"
+    rf"(?:(?:{_CALL_OFF_VERBS}) (?:the|my|our|that)|(?:cancel|call off)(?= (?!(?:{_NO_PLAN_WORDS})\b)))"
+    rf" (?P<obj>[a-z][\w'-]*(?: (?!(?:{_WHEN_WORDS}|is|are|was|were)\b)[a-z][\w'-]*){{0,{PLAN_OBJECT_WORDS - 1}}})"
     rf"(?: (?:{_WHEN_WORDS})\b[^,.;:!?]*)?(?:\s*[,.;:!]|$)"
+)
+# A plan told to be off, its thing the subject ("The movie tonight is off.", "The picnic's
+# cancelled.", "Dinner on Friday is off, I'm ill."): a call-off as "Cancel the movie." is,
+# its object the subject's noun phrase (no pronoun: "It's off." names nothing, and "I'm off
+# work" no plan), then a time, then "off" or "cancelled" ending the clause. A place or
+# thing after "off" is a state of something else ("The lights are off in the kitchen."),
+# and a past told with more after it a story ("The show was cancelled after two seasons.").
+_OFF_STATE = re.compile(
+    r"^(?:(?:ok(?:ay)?|oh|hmm+|so|sorry|well|bad news|unfortunately|and)[,.!:]?\s+)*(?:(?:the|my|our|that|this) )?"
+    rf"(?!(?:it|this|that|everything|all|i|we|you|he|she|they)\b)"
+    rf"(?P<obj>[a-z][\w-]*(?: (?!(?:{_WHEN_WORDS}|is|are|was|were|has|have|got)\b)[a-z][\w-]*){{0,{PLAN_OBJECT_WORDS - 1}}}?)"
+    rf"(?: (?:{_WHEN_WORDS})\b[^,.;:!?]*?)?"
+    r"(?:'s|'re| is| are| was| were| has been| have been| got| just got)(?: now| just| all)? (?:off|cancell?ed|called off)"
+    r"(?: now| then| after all| for now)?(?:\s*[,.;:!]|$)"
 )
 # an earlier turn a plan's call-off may retract: a request (the labels of classify.py)
 _PLAN_INTENTS = frozenset(("instruction", "correction"))
@@ -312,7 +352,7 @@ _PLAN_INTENTS = frozenset(("instruction", "correction"))
 # flight." or "Cancel the subscription." after "Book a table at Nong's" takes nothing.
 _KIND_CALL_OFF = re.compile(
     r"^(?:(?:ok(?:ay)?|oh|hmm+|so|actually|sorry|wait|no|and)[,.!]?\s+)*(?:please |just )?"
-    r"(?:cancel|call off|scratch) (?P<det>the|that|my|our) (?P<obj>[a-z][\w'-]*(?: [a-z][\w'-]*)?)"
+    rf"(?:{_CALL_OFF_VERBS}) (?P<det>the|that|my|our) (?P<obj>[a-z][\w'-]*(?: [a-z][\w'-]*)?)"
     r"(?:,? (?:please|thanks))?[\s.!]*$"
 )
 # Nouns that name a thing arranged by the act that arranged it, not by what it is ("Cancel
@@ -326,9 +366,12 @@ _KIND_CALL_OFF = re.compile(
 # order: each takes nothing of the other act. "my" is the user's own booking here
 # ("Cancel my order."), as it is not for a thing of any kind ("Cancel my gym membership.").
 ARRANGEMENT_NOUNS: dict[str, str] = {"booking": "booking", "reservation": "booking", "appointment": "booking",
-                                     "order": "order"}
+                                     "order": "order", "reminder": "reminder", "alarm": "alarm"}
 _ARRANGING_VERBS: dict[str, str] = {"book": "booking", "reserve": "booking", "schedule": "booking",
-                                    "order": "order", "buy": "order"}
+                                    "order": "order", "buy": "order", "remind": "reminder"}
+# verbs that arrange a thing the noun after them names by its act ("Set a reminder to water
+# the plants", "Create an alarm for 7am", "Make a reservation at Nong's"): that act
+_SETTING_VERBS = frozenset(("set", "create", "add", "make", "schedule"))
 # verbs that book only what they name at a place and a time ("Get me a table for four at
 # Chez Marie on Saturday", "Make a reservation at Nong's for Friday"), never alone ("Get me
 # a coffee", "Make a list")
@@ -433,6 +476,21 @@ _NAMED_VENUE = re.compile(r"\b(?:at|from) (?:the )?(?P<name>[A-Z][\w'&-]*(?: [A-
 # for a session at FitZone passed while the whole request decided the kind.
 VENUE_KINDS = ("restaurant", "cafe", "bar", "hotel", "spa", "salon", "theatre", "cinema", "gym", "clinic",
                "pharmacy", "store", "supermarket")
+# How near (cosine) "the <word>" must be to "the <noun>" for the word to be another name
+# of the thing a retraction's noun names (`KindCheck.synonym_in`). Measured: other names
+# 0.87-0.95 ("movie" / "film" 0.931, "sofa" / "couch" 0.893, "mum" / "mother" 0.870, "kids"
+# / "children" 0.951); other things of one kind under it ("hotel" / "motel" 0.823,
+# "football" / "soccer" 0.829, "film" / "cinema" 0.786, "lunch" / "meal" 0.789, "cab" /
+# "taxi" 0.768, a miss, "dinner" / "lunch" 0.685).
+SYNONYM_MIN_COSINE = 0.85
+# The meals, a closed class as the parts of the day are, each with the hours (24h clock,
+# inclusive) a booking for it is made for: "the lunch" names no sushi ordered for 8pm, "the
+# dinner" no table booked for 1pm, and neither a booking that names the other meal itself
+# ("a table for lunch"). A booking with no hour or meal of its own may be either.
+MEAL_HOURS: dict[str, tuple[int, int]] = {"breakfast": (6, 11), "brunch": (9, 14), "lunch": (11, 15),
+                                          "dinner": (17, 23), "supper": (18, 23)}
+# the hour "tonight" stands for, against the meals' hours (an evening's)
+TONIGHT_HOUR = 20
 # how far (cosine) a retraction's noun may trail the request's nearest kind of business
 # and still name it, and the booked thing's kind the noun's nearest: "the meal" is level
 # with the restaurant for the table at Nong's, while the nearest wrong kind measured
@@ -495,6 +553,8 @@ class KindCheck:
             return False
         if obj == thing:
             return True
+        if not _meal_fits(obj, request):
+            return False  # "the lunch" and sushi for 8pm: a meal of another hour
         try:
             if self._kinds is None:
                 self._kinds = _unit_rows(self.embedder.embed([f"the {k}" for k in VENUE_KINDS]))
@@ -509,6 +569,68 @@ class KindCheck:
         of_req, of_noun = self._kinds @ req, self._kinds @ noun
         return float(noun @ req) >= float(np.max(of_req)) - KIND_MARGIN_COSINE and \
             float(of_noun[kind]) >= float(np.max(of_noun)) - KIND_MARGIN_COSINE
+
+    def synonym_in(self, obj: str, request: str) -> str | None:
+        """A word of `request` past its verb that is another name for the head noun of
+        `obj` (`SYNONYM_MIN_COSINE` between "the <noun>" and "the <word>": "the movie" and
+        "the film", "the mum" and "the mother"), or None: a thing the request names by
+        another word. Never a word of another thing of the same kind ("the lunch" and
+        "the dinner" 0.69). An embedder that fails answers None."""
+        head = obj.rsplit(None, 1)[-1]
+        words = sorted({w for w in _COMMON_WORD_RE.findall(_request_verb(request)[1])
+                        if w not in _STOP and w != head and len(w) >= MIN_STEM_CHARS})
+        if not words:
+            return None
+        try:
+            vecs = _unit_rows(self.embedder.embed([f"the {head}", *(f"the {w}" for w in words)]))
+        except Exception:
+            log.warning("could not embed %r to find its other names", obj, exc_info=True)
+            return None
+        sims = vecs[1:] @ vecs[0]
+        best = int(np.argmax(sims))
+        return words[best] if float(sims[best]) >= SYNONYM_MIN_COSINE else None
+
+
+def _hours(text: str) -> set[int]:
+    """The hours of the day (0-23) `text` names: its times ("8pm", "7:30pm", "19:00"; "at
+    8", with no am or pm, both 8 and 20) and "tonight" (`TONIGHT_HOUR`)."""
+    slots = _slots(text)
+    hours: set[int] = set()
+    for v in slots.get("time", ()):
+        if v == "noon":
+            hours.add(12)
+            continue
+        m = re.search(r"(\d{1,2})(?::\d{2})?\s*(am|pm)?", v)
+        if m is None:
+            continue
+        h = int(m.group(1))
+        if m.group(2) is None and 1 <= h < 12:
+            hours.update((h, h + 12))  # "at 8": the morning's or the evening's, either meal's
+            continue
+        if m.group(2) == "pm" and h < 12:
+            h += 12
+        if m.group(2) == "am" and h == 12:
+            h = 0
+        if 0 <= h < 24:
+            hours.add(h)
+    if "tonight" in slots.get("weekday", ()):
+        hours.add(TONIGHT_HOUR)
+    return hours
+
+
+def _meal_fits(obj: str, request: str) -> bool:
+    """Whether a retraction's noun `obj` may name `request` as far as meals go (`MEAL_HOURS`):
+    any noun that is no meal; a meal where the request names no other meal ("a table for
+    lunch" is no dinner) and no hour outside the meal's ("sushi for 8pm" is no lunch)."""
+    meal = obj.rsplit(None, 1)[-1]
+    if meal not in MEAL_HOURS:
+        return True
+    words = set(re.findall(r"[a-z]+", request.lower()))
+    if any(other in words for other in MEAL_HOURS if other != meal):
+        return False
+    first, last = MEAL_HOURS[meal]
+    hours = _hours(request)
+    return not hours or any(first <= h <= last for h in hours)
 
 
 class _Embeds(Protocol):
@@ -935,7 +1057,9 @@ def find_superseded(
     cue = correction_cue(norm, "user")
     state = _STATE_CHANGE.search(_cue_text(norm)) or _CHANGED_MIND.search(_cue_text(norm))
     framed = _framed_correction(norm) if cue is None and state is None else None
-    plan = _PLAN_RETRACTION.match(_cue_text(norm))
+    if _DISMISSAL.match(norm):
+        return []  # "Forget about it, it's fine.": a worry waved off, no plan
+    plan = _PLAN_RETRACTION.match(_cue_text(norm)) or _OFF_STATE.match(_cue_text(norm))
     if plan is not None:
         called_off = _called_off(text, plan.group("obj"), candidates, speaker) or \
             _called_off_by_kind(text, norm, candidates, speaker, latest, kind_of)
@@ -1107,6 +1231,10 @@ def _named_venue(obj: str, candidates: Sequence[Candidate], eligible: Sequence[C
         for c in reversed(candidates[-ELLIPSIS_REACH:]):
             if c.position not in ok or c.intent not in _PLAN_INTENTS or _other_speakers(speaker, c.speaker):
                 continue
+            same = kind_of.synonym_in(obj, _with_antecedent(c, candidates))
+            if same is not None:  # "the movie": "two tickets for the new Dune film"
+                named.append((c, f"retraction: '{obj}' -> '{same}', the same thing"))
+                continue
             for m in _NAMED_VENUE.finditer(c.text):
                 after = (m.group("after") or "").strip().lower()
                 if _TIME_NAME.match(m.group("name")) is None and (not after or after in _STOP):
@@ -1122,6 +1250,36 @@ def _named_venue(obj: str, candidates: Sequence[Candidate], eligible: Sequence[C
     return [(c.position, why)]
 
 
+# A plan of the user's own told with its day or hour ("Let's plan a picnic in the park on
+# Sunday.", "We're having dinner with Jo on Friday.", "I'm going to the gym at 6."): an
+# event the user arranged as a request arranges one, which a call-off naming it ends
+# (`_called_off`: "The picnic's cancelled."). `_PLAN_TENSE` with "let's" beside it; a time
+# is needed, so a habit or a state ("I'm learning Spanish") is none.
+_LETS = re.compile(r"^(?:(?:so|ok(?:ay)?|and|also)[,!]?\s+)*let(?:'s| us) \w+")
+
+
+def _own_plan(text: str) -> bool:
+    """Whether `text` tells a plan of the user's own for a day or an hour (`_LETS`,
+    `_PLAN_TENSE`, a time of `_WHEN_SLOTS`)."""
+    low = text.lower()
+    return (_LETS.match(low) is not None or _PLAN_TENSE.search(low) is not None) and \
+        bool(_slots(text).keys() & _WHEN_SLOTS)
+
+
+# a request about a thing the turn before named ("Get two tickets at the Odeon for it.")
+_ABOUT_IT = re.compile(r"\b(?:for|to|of|about|on|with) (?:it|that|this|them)\b")
+
+
+def _with_antecedent(c: Candidate, candidates: Sequence[Candidate]) -> str:
+    """`c`'s text, and where it asks about "it" (`_ABOUT_IT`: "Get two tickets at the Odeon
+    for it."), the user's turn before it, which named what "it" is ("I'd love to watch the
+    new Dune film tonight."): the words a retraction's noun may name the request by."""
+    if _ABOUT_IT.search(c.text.lower()) is None:
+        return c.text
+    before = [p for p in candidates if p.position < c.position]
+    return f"{before[-1].text} {c.text}" if before else c.text
+
+
 def _called_off_by_kind(text: str, norm: str, candidates: Sequence[Candidate], speaker: str | None,
                         latest: bool, kind_of: KindCheck | None) -> list[tuple[int, str]]:
     """What a call-off naming its thing by a kind no turn holds a word of takes back
@@ -1130,11 +1288,12 @@ def _called_off_by_kind(text: str, norm: str, candidates: Sequence[Candidate], s
     naming it so ("Forget the restaurant.", `_named_venue`); nothing where a turn holds a
     word of it (`_called_off` found no request naming it: it names another thing, a fact's
     or the user's own) or where no request names a place so."""
-    m = _KIND_CALL_OFF.match(_cue_text(norm))
+    cues = _cue_text(norm)
+    m = _KIND_CALL_OFF.match(cues) or _OFF_STATE.match(cues)
     if m is None:
         return []
     arranged = _arranged_act(m.group("obj"))
-    if m.group("det") in ("my", "our") and arranged is None:
+    if m.re is _KIND_CALL_OFF and m.group("det") in ("my", "our") and arranged is None:
         return []  # "Cancel my gym membership.": the user's own thing, no booking
     words = set(_content(m.group("obj")))
     # a turn holding a word of it names it, as a request (`_called_off`) or a thing of
@@ -1160,7 +1319,7 @@ def _past_verb(text: str) -> str:
     """`text` past its request verb, where its verb is one that arranges (`_ARRANGING_VERBS`,
     `_GETTING_VERBS`): the words that may name what it arranged."""
     verb, rest = _request_verb(text)
-    return rest if verb in _ARRANGING_VERBS or verb in _GETTING_VERBS else text
+    return rest if verb in _ARRANGING_VERBS or verb in _GETTING_VERBS or verb in _SETTING_VERBS else text
 
 
 def _arrangement(text: str) -> str | None:
@@ -1170,6 +1329,9 @@ def _arrangement(text: str) -> str | None:
     "at" and a time ("Get me a table for four at Chez Marie on Saturday"; never "Get me a
     coffee", "Pick up my prescription from Boots")."""
     verb, rest = _request_verb(text)
+    named = re.match(r"\s*(?:me |us )?(?:a|an|the|my|our) (?:new )?([a-z]+)\b", rest.lower())
+    if verb in _SETTING_VERBS and named is not None and named.group(1) in ARRANGEMENT_NOUNS:
+        return ARRANGEMENT_NOUNS[named.group(1)]  # "Set a reminder to ...": a reminder
     if verb in _ARRANGING_VERBS:
         return _ARRANGING_VERBS[verb]
     if verb in _GETTING_VERBS and _slots(rest).keys() & {"weekday", "date", "time"} and any(
@@ -1246,6 +1408,8 @@ def _called_off(text: str, obj: str, candidates: Sequence[Candidate], speaker: s
             rest = c.text.split(None, 1)[1] if len(c.text.split(None, 1)) == 2 else ""
         elif arranged is not None and c.intent not in NOT_SUPERSEDABLE and _states_arrangement(c.text, arranged[0]):
             rest = c.text
+        elif c.intent not in NOT_SUPERSEDABLE and _own_plan(c.text):
+            rest = c.text  # "Let's plan a picnic in the park on Sunday." / "The picnic's cancelled."
         else:
             continue
         shared, score = _shared(obj, words, rest, _content(rest))
@@ -2328,8 +2492,8 @@ class Superseder:
         norm = normalize(text)
         cues = _cue_text(norm)
         if correction_cue(norm, "user") or _STATE_CHANGE.search(cues) or UPDATE_CUE.search(cues) \
-                or _framed_correction(norm) or _PLAN_RETRACTION.match(cues):
-            return text
+                or _framed_correction(norm) or _PLAN_RETRACTION.match(cues) or _OFF_STATE.match(cues):
+            return "" if _DISMISSAL.match(norm) else text
         return ""
 
     def on_append(self, conversation_id: str, appended: Sequence[Appended]) -> list[tuple[int, int]]:
