@@ -5,7 +5,8 @@ the leaves it holds, not of the sibling leaves it left at their defaults (or to 
 
 Before, `tiermem config` (plain, `--check`, `--export`) refused a bad data_dir without its
 source, and `TIERMEM_PRICING='{"input_per_mtok": 3}'` was shown as the source of
-`pricing.cached_input_ratio` too, which it did not set. Every case below fails on the code
+`pricing.cached_input_ratio` too, which it did not set (and, until `NESTED_FIELDS` was
+derived from the model, `TIERMEM_LAYER_SHARES='{"tail": 0.2}'` of pinned and summary). Every case below fails on the code
 before except the ones marked as pinning what was already right."""
 
 from __future__ import annotations
@@ -78,6 +79,11 @@ JSON_TABLES = [
      "slice_shares.default.retrieved", 0.4),  # the sectioned spelling of the table
     ("TIERMEM_SLICE_SHARES__DEFAULT", '{"retrieved": 0.05}', "slice_shares.default.retrieved",
      "slice_shares.new_subtask.retrieved", 0.25),  # a class given as JSON under its nested name
+    # layer_shares was one row before (left out of NESTED_FIELDS), the variable its source whole
+    ("TIERMEM_LAYER_SHARES", '{"tail": 0.2}', "layer_shares.tail",
+     "layer_shares.pinned", 0.1),  # the review's case: pinned's default credited to the variable
+    ("TIERMEM_PLANNER__LAYER_SHARES", '{"summary": 0.3}', "layer_shares.summary",
+     "layer_shares.tail", 0.1),  # the sectioned spelling of the table
 ]
 
 
@@ -96,3 +102,17 @@ def test_a_sibling_from_the_file_is_the_files(tmp_path: Path) -> None:
     rows = _rows(tmp_path, {"TIERMEM_SLICE_SHARES": '{"new_subtask": {"retrieved": 0.02}}'}, conf)
     assert rows["slice_shares.new_subtask.retrieved"] == (0.02, "env TIERMEM_SLICE_SHARES")
     assert rows["slice_shares.default.retrieved"] == (0.03, f"file {conf}")
+
+
+def test_every_table_setting_is_shown_one_leaf_per_row(tmp_path: Path) -> None:
+    # derived from the defaults, not a list: a table-valued setting added later is covered too
+    # (bearer-token tables excepted: their keys are secrets, redacted with the row)
+    from tiermem.config import SECRET_KEYED_FIELDS, Config
+
+    rows = _rows(tmp_path, {})
+    tables = {k: v for k, v in Config(data_dir=tmp_path).model_dump(mode="json").items()
+              if isinstance(v, dict) and v and k not in SECRET_KEYED_FIELDS}
+    assert {"layer_shares", "pricing", "slice_shares"} <= set(tables)
+    for name, table in tables.items():
+        assert name not in rows, name  # not one row for the whole table
+        assert {k.split(".")[1] for k in rows if k.startswith(name + ".")} == set(table), name  # every key

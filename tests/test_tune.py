@@ -101,11 +101,12 @@ def test_min_recall_picks_the_cheapest_that_meets_it(run: dict[str, Any]) -> Non
     assert pick_best(cands, max_cost_ratio=0.0) is None  # nothing is free
 
 
-# (the bad option, what the error names, the exit status: 2 for a value click refuses as
-# usage (0d40f04), with click's usage lines; 1 for one the config or the data refuses, one line)
+# (the bad option, what the error names, the exit status: 2 for a bad value on the command
+# line (0d40f04; a grid value or name the config refuses too), with click's usage lines; 1 for
+# what the data refuses, one line)
 @pytest.mark.parametrize(("args", "named", "status"), [
-    (["--grid", "retrieval_k=0,5"], "retrieval_k", 1),                # a value the config refuses
-    (["--grid", "no_such_setting=1"], "no_such_setting", 1),          # an unknown setting
+    (["--grid", "retrieval_k=0,5"], "'--grid': retrieval_k", 2),     # a value the config refuses
+    (["--grid", "no_such_setting=1"], "'--grid': no_such_setting", 2),  # an unknown setting
     (["--grid", "retrieval_k"], "KEY=V1,V2", 2),                      # no values: usage
     (["--budgets", "ten"], "budgets", 2),                             # not numbers: usage
     (["--conversation", "nope"], "nope", 1),                          # not in the file

@@ -104,6 +104,7 @@ from tiermem.tiers.models import (
 from tiermem.tiers.zones import optional_timezone
 
 if TYPE_CHECKING:
+    import pydantic
     from rich.console import Console
 
     from tiermem.config import Config
@@ -2280,6 +2281,49 @@ def _tune_value_given(ctx: click.Context, param: click.Parameter, value: Any) ->
     return value
 
 
+def _grid_problem(exc: pydantic.ValidationError, keys: Sequence[str], base: Path | None) -> str | None:
+    """What of a candidate's refused Config (`exc`, pydantic's) the `tune --grid` values
+    caused, in one line naming each setting as the grid gave it and its limit, with a "did
+    you mean" for a name that is no setting; None when the base config (its file, env) is at
+    fault: an error outside the grid's keys while the base alone does not load either."""
+    import difflib
+
+    import pydantic
+
+    from tiermem.config import Config, setting_names
+
+    errors = exc.errors()
+
+    def grid_key(loc: str) -> str | None:
+        # `retrieval.k` for an error at it or below it; `foo` for `foo.bar`'s unknown `foo`
+        return next((k for k in keys if loc == k or loc.startswith(k + ".") or k.startswith(loc + ".")), None)
+
+    def where(e: Any) -> str:
+        return ".".join(str(p) for p in e["loc"])
+
+    if not all(grid_key(where(e)) for e in errors):
+        try:  # a combination the grid made (max_content_bytes above max_body_bytes) is the grid's
+            Config.load(base)
+        except pydantic.ValidationError:
+            return None
+    parts = []
+    for e in errors:
+        loc, msg = where(e), e["msg"]
+        key = grid_key(loc)
+        if e["type"] in ("extra_forbidden", "unknown_setting") and key is not None:
+            if e["type"] == "extra_forbidden":
+                msg = "no such setting"
+            # the unknown name's last part among its siblings' (`retrieval.kk`: [retrieval]'s
+            # keys), so that a shared prefix makes no match (`planner.layer_shares.bogus`)
+            head, _, last = loc.rpartition(".")
+            siblings = [n.rpartition(".")[2] for n in setting_names() if n.rpartition(".")[0] == head]
+            close = difflib.get_close_matches(last, siblings, n=1)
+            if close:
+                msg += f" (did you mean {f'{head}.{close[0]}' if head else close[0]!r}?)"
+        parts.append(f"{loc or 'grid'}: {msg}")
+    return "; ".join(parts)
+
+
 @cli.command("tune")
 @click.argument("data", type=click.Path(path_type=Path, dir_okay=False, exists=True), required=False)
 @click.option("--budgets", type=TEXT, default="500,1000,2000", show_default=True, callback=_tune_value_given,
@@ -2311,12 +2355,25 @@ def tune_command(state: CliState, data: Path | None, budgets: str, base_config: 
                  no_hot: bool, as_json: bool) -> None:
     """Recall and billed cost of candidate configs at several budgets, on a conversations file
     (without DATA: the bundled demo conversation)."""
+    import pydantic
+
     from tiermem.evals.baselines import make_progress
     from tiermem.evals.conversations import FIX_HINT, read_conversations
     from tiermem.evals.tune import best_toml, candidates, parse_budgets, parse_grid, run_tune, table
 
     base = base_config or state.config_path
-    cands = candidates(base, parse_grid(grid_specs))
+    grid = parse_grid(grid_specs)
+    try:
+        cands = candidates(base, grid)
+    except ValidationError as exc:  # more candidates than MAX_CANDIDATES
+        raise click.BadParameter(exc.problem, param_hint="'--grid'") from None
+    except pydantic.ValidationError as exc:
+        # a grid value or key the Config refuses is a usage error naming --grid (exit 2), as
+        # a malformed spec is (`_tune_value_given`); the base config's own fault stays exit 1
+        problem = _grid_problem(exc, list(grid), base)
+        if problem is None:
+            raise
+        raise click.BadParameter(problem, param_hint="'--grid'") from None
     if plot is not None:
         try:
             import matplotlib  # noqa: F401  (checked before the run, used after it)

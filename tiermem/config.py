@@ -43,6 +43,7 @@ import json
 import logging
 import os
 import re
+import types
 import typing
 import urllib.parse
 from collections.abc import Iterator
@@ -1138,8 +1139,6 @@ def check_llm_base_url(url: str) -> None:
 
 # -- where each value came from (`tiermem config`) ---------------------------------------------
 
-# mappings whose items are settings of their own: reported one leaf per line
-NESTED_FIELDS = frozenset({"slice_shares", "pricing"})
 SECRET_FIELDS = frozenset({"auth_tokens", "metrics_tokens"})  # bearer tokens: never printed
 # What a bearer token that can authenticate over the API holds (`tiermem serve`'s tokens,
 # tiermem.service.auth, and what `tiermem.client` sends): visible ASCII, 0x21 ('!') to 0x7E
@@ -1153,6 +1152,50 @@ HEADER_TOKEN = re.compile(r"[\x21-\x7e]+")
 HEADER_TOKEN_RULE = ("only visible ASCII characters (0x21-0x7E, what an HTTP header carries): "
                      "no spaces, tabs, control characters or characters past ASCII")
 SECRET_KEYED_FIELDS = frozenset({"auth_tokens"})  # mappings keyed by a bearer token
+
+
+def _alternatives(annotation: Any) -> tuple[Any, ...]:
+    """The types a setting's annotation allows: `X | None` -> (X, None), `X` -> (X,)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return typing.get_args(annotation)
+    return (annotation,)
+
+
+def _table_model(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model a setting's annotation holds (`LayerShares`, `Pricing`), else None."""
+    for t in _alternatives(annotation):
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            return t
+    return None
+
+
+def _is_table(annotation: Any) -> bool:
+    """A setting whose value is a mapping of values: a `dict[...]` or a pydantic model."""
+    return _table_model(annotation) is not None or any(
+        typing.get_origin(t) is dict for t in _alternatives(annotation))
+
+
+# mappings whose items are settings of their own, reported one leaf per line (each leaf's
+# own source: `TIERMEM_LAYER_SHARES__TAIL` sets the tail, not pinned and summary). Derived
+# from the model: a table-valued setting added later is split too (`layer_shares` was left
+# out of a hand-kept list, and its whole row credited one variable with its defaults). Not
+# the tables keyed by a bearer token: their keys are secrets, the row is redacted whole.
+NESTED_FIELDS = frozenset(name for name, f in Config.model_fields.items()
+                          if _is_table(f.annotation)) - SECRET_KEYED_FIELDS
+
+
+def setting_names() -> list[str]:
+    """Every setting's name as a keyword argument, a file or `tune --grid` gives it, dotted:
+    flat (`retrieval_k`), in its section (`retrieval.k`), and a model-valued setting's keys
+    (`layer_shares.tail`, `planner.layer_shares.tail`); for "did you mean"."""
+    out: set[str] = set()
+    for name, f in Config.model_fields.items():
+        heads = {name, config_sections.dotted_name(name)}
+        out |= heads
+        model = _table_model(f.annotation)
+        if model is not None:
+            out |= {f"{h}.{k}" for h in heads for k in model.model_fields}
+    return sorted(out)
 TOKEN_PLACEHOLDER = "<token>"  # what an error's location says in place of such a key
 URL_FIELDS = frozenset({"redis_url", "cold_url", "llm_base_url"})  # may carry a password
 DEFAULT_SOURCE = "default"
@@ -1263,8 +1306,8 @@ def explain_sources(
             names = config_sections.env_names(parts)
             hit = _env_source(parts, env)
             if hit is None:
-                # a row that is a whole table (layer_shares, auth_tokens) is also set by a
-                # variable naming one of its keys: TIERMEM_LAYER_SHARES__TAIL
+                # a row that is a whole table (one not in NESTED_FIELDS: auth_tokens) is also
+                # set by a variable naming one of its keys
                 own = names[:2] if config_sections.dotted_name(parts[0]) != parts[0] else names[:1]
                 hit = next((n for n in sorted(env) if any(n.startswith(m + ENV_NESTED) for m in own)), None)
             if hit is not None:
