@@ -177,6 +177,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 # not one worker finishing a long test while the others have nothing left. Only the order
 # changes; a module missing here just runs in its place.
 LONG_RUNNING_MODULES = (
+    "test_engines_differential",  # the slowest: two hypothesis properties, 50-250 s of one worker
     "test_cold_crash", "test_reliability_crash", "test_indexer_stop", "test_embed_bulk",
     "test_bench_embed_bulk", "test_tune_demo", "test_embed_offline", "test_bench_smoke",
     "test_pressure_retention", "test_inspector_browser", "test_bench_startup", "test_layout",
