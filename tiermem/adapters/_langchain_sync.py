@@ -9,7 +9,8 @@ tiermem's planned context for the latest human message under the budget: what th
 is sent in place of the whole state, which the caller leaves unchanged, each tool call id
 in it once (`tiermem.adapters.langchain.unique_call_ids`: a repeat, such as a server's
 `call_0` every round, renamed with its tool messages, in every `context_format`; the rows
-and the state keep the ids they have). `timezone` (an
+and the state keep the ids they have), and with `cache_marks` Anthropic's cache marks at
+the plan's breakpoints (`tiermem.adapters.langchain.context_input`). `timezone` (an
 IANA name, checked when the instance is made) is the user's zone for every context it
 plans: the calendar of the days turns tell of and the clock of the dates shown (None:
 the memory's, or the namespaced view's, zone; a `tiermem.client.Client`'s: the server's).
@@ -135,10 +136,10 @@ from tiermem.adapters.langchain import (
     METADATA_INVALID_CALLS_KEY,
     METADATA_STATUS_KEY,
     append_bodies,
+    check_cache_marks,
     checked,
-    to_langchain,
+    context_input,
     to_openai,
-    unique_call_ids,
 )
 from tiermem.tiers.errors import EditConflict, EditTooLong, PositionMismatch, ValidationError
 from tiermem.tiers.formats import CLEAR_TYPE, RETRACT_TYPE
@@ -379,12 +380,14 @@ class ConversationSync:
     """One tiermem conversation as the store and the model input of a LangChain agent."""
 
     def __init__(self, memory: MemoryLike, conversation_id: str, *, budget: int = DEFAULT_BUDGET_TOKENS,
-                 system: str | None = None, timezone: str | None = None, namespace_recall: bool = True) -> None:
+                 system: str | None = None, timezone: str | None = None, namespace_recall: bool = True,
+                 cache_marks: int = 0) -> None:
         self.memory = check_memory(memory)
         self.conversation_id = conversation_id
         self.budget = budget
         self.system = system
         self.namespace_recall = namespace_recall
+        self.cache_marks = check_cache_marks(cache_marks)
         # refused here, not at the first model call mid-run
         self.timezone = optional_timezone(timezone)
         self._reset()
@@ -677,7 +680,8 @@ class ConversationSync:
         ctx = self.memory.context(self.conversation_id, query, self.budget, system=self.system,
                                   namespace_recall=self.namespace_recall, timezone=self.timezone)
         # as_stored sends a repeated call id as appended: renamed here, where it is model input
-        return unique_call_ids(to_langchain(ctx.messages))
+        # (and, with cache_marks, Anthropic's cache marks at the plan's breakpoints)
+        return context_input(ctx, self.cache_marks)
 
     def model_input(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """Store the state's new messages, then plan the context for its latest human message."""

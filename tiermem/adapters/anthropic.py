@@ -138,7 +138,8 @@ request (`AnthropicBreakpoint`: `message`, an index of `messages` or "system", a
 form's messages, which the request moves (system) and merges (one role's run), so a
 caller who places its own marks (`max_breakpoints=0`) marks these blocks. One per
 block: two breakpoints that end on one block (a message between them sends nothing)
-are the more valuable one.
+are the more valuable one. Which breakpoints get a mark is `chosen_breakpoints`, which
+the LangChain adapters' `cache_marks` share (`tiermem.adapters.langchain.context_input`).
 
 Deterministic: the same context (and the same stored rows, which never change) gives the
 same request, byte for byte, which is what a provider's prompt cache keys on.
@@ -149,8 +150,9 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from tiermem.adapters._common import MemoryLike, check_memory, log_pages
 from tiermem.config import DEFAULT_MAX_METADATA_BYTES
@@ -869,26 +871,43 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
         k = next(i for i, b in enumerate(before) if b is trimmed)
         instead = before[k - 1] if k else (system[-1] if system else None)
         last_block = [instead if b is trimmed else b for b in last_block]
-    rank = {layer: i for i, layer in enumerate(BREAKPOINT_PRIORITY)}
-
-    def worth(bp: Breakpoint) -> tuple[int, int]:
-        return rank.get(bp.layer, len(rank)), -bp.index
-
-    # one breakpoint per block (two end there where a message between them sends nothing):
-    # the more valuable one, in the plan's order
-    found: dict[int, tuple[Breakpoint, dict[str, Any]]] = {}
-    for bp in ctx.plan.breakpoints:
-        block = last_block[bp.index] if 0 <= bp.index < len(last_block) else None
-        if block is not None and id(block) in where and (
-                id(block) not in found or worth(bp) < worth(found[id(block)][0])):
-            found[id(block)] = (bp, block)
-    marked = {id(b) for _bp, b in sorted(found.values(), key=lambda f: worth(f[0]))[:max_breakpoints]}
+    found, marked = chosen_breakpoints(
+        ctx.plan.breakpoints, [id(b) if b is not None and id(b) in where else None for b in last_block],
+        max_breakpoints)
 
     def marks(b: dict[str, Any]) -> dict[str, Any]:
         return {**b, "cache_control": dict(EPHEMERAL)} if id(b) in marked else b
 
     return AnthropicRequest(system=[marks(b) for b in system],
                             messages=[{"role": r, "content": [marks(b) for b in bs]} for r, bs in turns],
-                            breakpoints=[AnthropicBreakpoint(bp.layer, bp.tokens, *where[id(b)])
-                                         for bp, b in found.values()])
+                            breakpoints=[AnthropicBreakpoint(bp.layer, bp.tokens, *where[end])
+                                         for end, bp in found.items()])
+
+
+_End = TypeVar("_End", bound=Hashable)
+
+
+def chosen_breakpoints(breakpoints: Sequence[Breakpoint], ends: Sequence[_End | None],
+                       max_breakpoints: int) -> tuple[dict[_End, Breakpoint], set[_End]]:
+    """Which of a plan's breakpoints get a `cache_control` mark, for any form of its
+    context: `ends[i]` names the last block that can carry a mark of everything sent
+    through the context's message `i` (None: none can), as the form sends it (the caller
+    says which blocks can: never an empty one, nor a trimmed prefill). Returns each block
+    a breakpoint ends on, with its breakpoint (one per block: two end there where a
+    message between them sends nothing; the more valuable one), in the plan's order, and
+    the blocks marked: at most `max_breakpoints`, the most valuable first
+    (`BREAKPOINT_PRIORITY`, then the latest). The one placement `to_anthropic` and the
+    LangChain adapters' `cache_marks` share."""
+    rank = {layer: i for i, layer in enumerate(BREAKPOINT_PRIORITY)}
+
+    def worth(bp: Breakpoint) -> tuple[int, int]:
+        return rank.get(bp.layer, len(rank)), -bp.index
+
+    found: dict[_End, Breakpoint] = {}
+    for bp in breakpoints:
+        end = ends[bp.index] if 0 <= bp.index < len(ends) else None
+        if end is not None and (end not in found or worth(bp) < worth(found[end])):
+            found[end] = bp
+    marked = {end for end, _bp in sorted(found.items(), key=lambda f: worth(f[1]))[:max_breakpoints]}
+    return found, marked
 

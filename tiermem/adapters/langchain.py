@@ -87,6 +87,8 @@ from tiermem.adapters._common import (
     metadata_limit,
     visible,
 )
+from tiermem.adapters.anthropic import chosen_breakpoints
+from tiermem.planner.plan import EPHEMERAL, MAX_BREAKPOINTS, Context
 from tiermem.tiers.errors import LimitExceeded, ValidationError
 from tiermem.tiers.formats import (
     CALL_ID_MAX_CHARS,
@@ -98,7 +100,7 @@ from tiermem.tiers.formats import (
     joins_turn,
     to_chat,
 )
-from tiermem.tiers.models import check_keys
+from tiermem.tiers.models import check_int, check_keys
 from tiermem.tiers.plain_json import check_int_digits
 
 # Responses items that are one tool call each (`to_chat` makes each an AI message of one call)
@@ -304,10 +306,20 @@ def to_langchain(bodies: list[dict[str, Any]], ids: Sequence[str | None] | None 
     """Bodies of any format as LangChain messages (Responses items through `to_chat`);
     `ids` (or `metadata`, the rows' metadata), one per body, restore LangChain ids, and
     `metadata` a tool message's status and artifact, where a body maps to one message."""
+    return _converted(bodies, ids, metadata=metadata)[0]
+
+
+def _converted(bodies: list[dict[str, Any]], ids: Sequence[str | None] | None = None, *,
+               metadata: Sequence[dict[str, Any] | None] | None = None) -> tuple[list[BaseMessage], list[int]]:
+    """`to_langchain`'s messages, and for each body how many of them hold what the
+    bodies through it convert to (a body that converts to none, or to a call joined to
+    the message before, adds none)."""
     out: list[BaseMessage] = []
+    ends: list[int] = []
     last: dict[str, Any] | None = None  # the chat form of out[-1], as `to_chat` sees it
     for i, b in enumerate(bodies):
         if is_control(b):
+            ends.append(len(out))
             continue
         chats = to_chat([b])
         msgs: list[BaseMessage] = []
@@ -324,7 +336,93 @@ def to_langchain(bodies: list[dict[str, Any]], ids: Sequence[str | None] | None 
             out.extend(msgs)
             if chats:
                 last = chats[-1]
-    return out
+        ends.append(len(out))
+    return out, ends
+
+
+def context_input(ctx: Context, cache_marks: int = 0) -> list[BaseMessage]:
+    """A planned context as a LangChain model's input: its messages (`to_langchain`),
+    each tool call id once (`unique_call_ids`), and with `cache_marks` (0 to
+    `MAX_BREAKPOINTS`) at most that many Anthropic `cache_control` marks where the plan's
+    breakpoints say, placed as `to_anthropic` places them (`chosen_breakpoints`: the end
+    of the stable prefix first, one per block, never on a blank block or a prefill's
+    trimmed text). A mark is a content block's `cache_control` key, which
+    langchain-anthropic's `ChatAnthropic` sends with the block: a marked message's
+    content becomes a list of blocks (a string one text block), the marked block a copy
+    with the key; every other message is the one `to_langchain` gives. What can carry a
+    mark is what `ChatAnthropic` keeps it on (`_MARKABLE_PART_TYPES`): a non-blank text
+    block of any message (a tool message's, recent langchain-anthropic moves to its
+    `tool_result` block). It
+    rebuilds an AI message's `tool_use` blocks from its `tool_calls` and an `image_url`
+    part as an image block, both without the key, so a breakpoint ending on one marks
+    the last text block before it (an AI message's text, which it sends before the
+    calls; else the message before). An AI message ending the context is prefill,
+    which the API refuses with trailing whitespace and `to_anthropic` sends cut: its
+    text block with trailing whitespace carries no mark either (the next call sends it
+    uncut, after a message of its own)."""
+    check_cache_marks(cache_marks)
+    messages, ends = _converted(list(ctx.messages))
+    messages = unique_call_ids(messages)
+    if not cache_marks:
+        return messages
+    # the last block that can carry a mark of the messages through each one: (message, block
+    # index in its content, or -1 for string content)
+    through: list[tuple[int, int] | None] = []
+    end: tuple[int, int] | None = None
+    for k, m in enumerate(messages):
+        spot = _markable_block(m, prefill=k == len(messages) - 1)
+        end = (k, spot) if spot is not None else end
+        through.append(end)
+    _found, marked = chosen_breakpoints(ctx.plan.breakpoints, [through[e - 1] if e else None for e in ends],
+                                        cache_marks)
+    for k, spot in marked:
+        messages[k] = _marked(messages[k], spot)
+    return messages
+
+
+def check_cache_marks(cache_marks: object) -> int:
+    """`cache_marks` checked: an int within 0..`MAX_BREAKPOINTS` (0: no marks, for every
+    provider but Anthropic, which caches by them)."""
+    return check_int(cache_marks, "cache_marks", 0, MAX_BREAKPOINTS,
+                     "(Anthropic's limit on cache_control marks in a request; 0: none)")
+
+
+# the content blocks ChatAnthropic sends with their `cache_control` (text; a string content
+# is one text block); it rebuilds the others tiermem's contexts hold (`image_url`) without it
+_MARKABLE_PART_TYPES = frozenset({"text"})
+
+
+def _markable_block(m: BaseMessage, *, prefill: bool) -> int | None:
+    """The index of `m`'s last content block that can carry a mark as ChatAnthropic sends
+    it (-1: its string content), None where none can; `prefill`: `m` ends the context,
+    so an AI message's trailing text is sent as prefill (`context_input`)."""
+    trims = prefill and isinstance(m, AIMessage) and not m.tool_calls
+    if isinstance(m.content, str):
+        return -1 if m.content.strip() and not (trims and m.content != m.content.rstrip()) else None
+    for k in range(len(m.content) - 1, -1, -1):
+        part = m.content[k]
+        text: object = part if isinstance(part, str) else (
+            part.get("text") if part.get("type") in _MARKABLE_PART_TYPES else None)
+        if not isinstance(text, str) or not text.strip():
+            continue  # blank text ChatAnthropic leaves out; a block it rebuilds without the mark
+        if trims:
+            trims = False  # only the last block sent is cut
+            if text != text.rstrip():
+                continue
+        return k
+    return None
+
+
+def _marked(m: BaseMessage, spot: int) -> BaseMessage:
+    """`m` (a copy) with an ephemeral `cache_control` on its content block `spot` (-1: its
+    string content, made one text block)."""
+    mark = {"cache_control": dict(EPHEMERAL)}
+    if spot < 0:
+        return m.model_copy(update={"content": [{"type": "text", "text": m.content, **mark}]})
+    content = list(m.content)
+    part = content[spot]
+    content[spot] = {"type": "text", "text": part, **mark} if isinstance(part, str) else {**part, **mark}
+    return m.model_copy(update={"content": content})
 
 
 def _to_message(chat: dict[str, Any]) -> list[BaseMessage]:

@@ -42,6 +42,14 @@ dates shown are that zone's (None: the memory's, or the namespaced view's, zone)
 
 `memory` may be a `tiermem.client.Client` of a shared `tiermem serve` (agents in other
 processes on one store): the blocking calls run off the event loop in `ainvoke` too.
+
+`cache_marks` (0 to 4; 0, the default, for OpenAI and others that cache without marks):
+for langchain-anthropic's `ChatAnthropic`, at most that many Anthropic `cache_control`
+marks on the model's input, where the plan's breakpoints say (the end of the stable
+prefix first), placed as `tiermem.adapters.anthropic.to_anthropic` places them
+(`tiermem.adapters.langchain.context_input`); Anthropic reads a cached prefix only up to
+a mark. Leave room for marks of your own (tools, `create_agent(system_prompt=...)`):
+Anthropic takes four a request.
 """
 
 from __future__ import annotations
@@ -70,12 +78,13 @@ class TiermemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def __init__(self, memory: MemoryLike, conversation_id: str | None = None, *,
                  budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
                  shared_across_threads: bool = False, recall_across_threads: bool = False,
-                 max_threads: int = DEFAULT_MAX_THREADS) -> None:
+                 max_threads: int = DEFAULT_MAX_THREADS, cache_marks: int = 0) -> None:
         super().__init__()
         self.threads = ThreadConversations(type(self).__name__, memory, conversation_id, budget=budget,
                                            system=system, timezone=timezone,
                                            shared_across_threads=shared_across_threads,
-                                           recall_across_threads=recall_across_threads, max_threads=max_threads)
+                                           recall_across_threads=recall_across_threads, max_threads=max_threads,
+                                           cache_marks=cache_marks)
 
     def conversation(self) -> ConversationSync:
         """The conversation of the run going on (its node's config: `langgraph.config.get_config()`;
