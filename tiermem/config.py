@@ -178,6 +178,11 @@ MAX_HTTP_BODY_TIMEOUT_S = 3_600.0  # seconds: 256 MiB (MAX_BODY_BYTES_LIMIT) at 
 # process may open, leaving room for the store's, Redis's and the model's own
 DEFAULT_HTTP_MAX_CONNECTIONS = 256
 MAX_HTTP_MAX_CONNECTIONS = 1_000_000  # connections: past any descriptor limit
+# proxies whose X-Forwarded-Proto / X-Forwarded-For `tiermem serve` believes (uvicorn's
+# forwarded_allow_ips): an https proxy on another host than the service was not believed,
+# so the inspector's cookie (it holds the API token) went without `Secure` behind it
+MAX_FORWARDED_ALLOW_IPS = 256  # entries: a proxy fleet's addresses and networks, not a client list
+FORWARDED_ALLOW_ANY = "*"  # every client's forwarded headers (only where nothing but the proxy reaches the port)
 ENV_PREFIX = "TIERMEM_"
 ENV_NESTED = "__"
 CONFIG_ENV = "TIERMEM_CONFIG"  # the TOML file's path
@@ -384,6 +389,22 @@ def allowed_host(value: str) -> str:
         return host
     raise ValueError(f"{value!r} is not a host name or an IP address (give the name alone: no scheme, port, "
                      "path or wildcard)")
+
+
+def forwarded_allow_ip(value: str) -> str:
+    """`value` as an entry of `http_forwarded_allow_ips`: an IP address or a network in CIDR
+    form (as uvicorn compares them with a client's address), normalised; ValueError for
+    anything else. uvicorn keeps an entry it cannot read as a literal that no client
+    address ever equals (a host name, `10.0.0.0/33`), so such a proxy was silently not
+    trusted."""
+    text = value.strip()
+    try:
+        if "/" in text:
+            return str(ipaddress.ip_network(text, strict=False))
+        return str(ipaddress.ip_address(text[1:-1] if text.startswith("[") and text.endswith("]") else text))
+    except ValueError:
+        raise ValueError(f"{value!r} is not an IP address or a network (e.g. 10.0.0.5, 10.0.0.0/24, ::1; "
+                         f"a host name is not matched, and {FORWARDED_ALLOW_ANY!r} must be the only entry)") from None
 
 
 def _is_number(annotation: Any) -> bool:
@@ -829,6 +850,14 @@ class Config(BaseSettings):
     http_max_connections: int = Field(DEFAULT_HTTP_MAX_CONNECTIONS, ge=1, le=MAX_HTTP_MAX_CONNECTIONS, description=(
         "connections `tiermem serve` serves at once; a request past it is answered 503 with Retry-After "
         "(/healthz excepted)"))
+    http_forwarded_allow_ips: list[str] | None = Field(None, max_length=MAX_FORWARDED_ALLOW_IPS, description=(
+        "addresses or CIDR networks of the proxies whose X-Forwarded-Proto and X-Forwarded-For `tiermem serve` "
+        "believes, or [\"*\"] for every client; unset: uvicorn's own default (FORWARDED_ALLOW_IPS, else "
+        "127.0.0.1 and ::1). A TLS proxy on another host must be listed for a request to count as https"))
+    ui_cookie_secure: Literal["auto", "always"] = Field("auto", description=(
+        "the inspector's login cookie (it holds the API token) is Secure: 'auto' when the request is https "
+        "(directly, or by X-Forwarded-Proto from a proxy in http_forwarded_allow_ips); 'always' on every "
+        "request (a browser keeps it over https and on http://localhost only)"))
     max_body_bytes: int = Field(2 * DEFAULT_MAX_CONTENT_BYTES, ge=MIN_BODY_BYTES, le=MAX_BODY_BYTES_LIMIT)
     pricing: Pricing = Field(default_factory=Pricing)
 
@@ -1003,6 +1032,13 @@ class Config(BaseSettings):
     @classmethod
     def _host_names(cls, v: list[str]) -> list[str]:
         return [allowed_host(h) for h in v]
+
+    @field_validator("http_forwarded_allow_ips")
+    @classmethod
+    def _proxy_addresses(cls, v: list[str] | None) -> list[str] | None:
+        if v is None or v == [FORWARDED_ALLOW_ANY]:
+            return v
+        return [forwarded_allow_ip(a) for a in v]
 
     @model_validator(mode="after")
     def _public_metrics_on_loopback(self) -> Config:

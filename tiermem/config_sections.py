@@ -65,7 +65,8 @@ SECTIONS: dict[str, dict[str, str]] = {
                                          "scheduler_enabled"]),
     "service": _section("http_", ["http_host", "http_port", "http_allowed_hosts", "auth_tokens",
                                   "metrics_tokens", "metrics_public", "http_header_timeout_s",
-                                  "http_body_timeout_s", "http_max_connections"]),
+                                  "http_body_timeout_s", "http_max_connections", "http_forwarded_allow_ips",
+                                  "ui_cookie_secure"]),
 }
 # settings that name a path: in a config file a relative one is read against the file's own
 # directory (as docker compose and git read theirs), not the directory a command runs in

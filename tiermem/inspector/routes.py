@@ -3,7 +3,8 @@ parts that change in place (a plan as the budget slider moves, a pin, a view's s
 
 Auth and scope, the same walls as the API (tiermem.service):
 - The credential is an API token, typed once into `/ui/login` and kept in an HttpOnly,
-  SameSite=Strict cookie limited to `/ui` (Secure over https); it is never put in a URL
+  SameSite=Strict cookie limited to `/ui` (Secure over https, as uvicorn tells it: behind a
+  proxy only one in `http_forwarded_allow_ips`; or always, `ui_cookie_secure`); it is never put in a URL
   and never echoed into a page. The cookie holds it percent-encoded (`_cookie_value`):
   a configured token is visible ASCII (tiermem.service.auth), of which `"` `;` `,` `\\`
   are no cookie-octets (RFC 6265); a cookie set as the token itself (an older server's,
@@ -208,6 +209,11 @@ class Inspector:
             raise _Answer(_html(unavailable or "the service is starting", 503, {"Retry-After": str(STARTING_RETRY_S)}))
         return self.runtime.memory
 
+    def cookie_secure(self, request: Request) -> bool:
+        """Whether the login cookie is Secure (`ui_cookie_secure`): the request's scheme is
+        https only as uvicorn sees it, that is behind a proxy in `http_forwarded_allow_ips`."""
+        return self.runtime.config.ui_cookie_secure == "always" or request.url.scheme == "https"
+
     @staticmethod
     def csrf(request: Request) -> None:
         if request.headers.get("hx-request") != "true":
@@ -284,14 +290,14 @@ def build_router(ins: Inspector) -> APIRouter:
             return _html('<p class="error" role="alert">That token is not valid here.</p>', 401)
         resp = Response(status_code=200, headers={"HX-Redirect": "/ui/"})
         resp.set_cookie(COOKIE, _cookie_value(body.token.strip()), path=COOKIE_PATH, httponly=True,
-                        samesite="strict", secure=request.url.scheme == "https")
+                        samesite="strict", secure=ins.cookie_secure(request))
         return resp
 
     @r.post("/logout")
     def logout(request: Request) -> Response:
         ins.csrf(request)
         resp = Response(status_code=200, headers={"HX-Redirect": "/ui/login"})
-        resp.delete_cookie(COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
+        resp.delete_cookie(COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict", secure=ins.cookie_secure(request))
         return resp
 
     @r.get("/")

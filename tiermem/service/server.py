@@ -168,10 +168,13 @@ def protocol_class(config: Config) -> type[GuardedH11Protocol]:
 
 
 def uvicorn_options(config: Config) -> dict[str, Any]:
-    """The options `uvicorn.run` takes from `config` (besides the app, host, port and logging)."""
+    """The options `uvicorn.run` takes from `config` (besides the app, host, port and logging):
+    also the proxies whose forwarded headers make a request https (`http_forwarded_allow_ips`)."""
     return {
         "http": protocol_class(config),  # h11 even where httptools is installed: one behaviour
         "timeout_keep_alive": KEEP_ALIVE_TIMEOUT_S,
         # uvicorn's own limit_concurrency stays off: the protocol answers it, with Retry-After
         "limit_concurrency": None,
+        # None: uvicorn's own default (FORWARDED_ALLOW_IPS, else loopback), as before the setting
+        "forwarded_allow_ips": config.http_forwarded_allow_ips,
     }
