@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import urllib.parse
 from collections import Counter as Tally
@@ -74,6 +75,15 @@ PAGE_HEADERS = {"Content-Security-Policy": CSP, "Cache-Control": "no-store", "Re
 # OFFSET both engines take, a signed 64-bit integer
 MAX_PLAN_NUMBER = 2**63 - 1
 STARTING_RETRY_S = 5  # seconds a browser is told to wait while the service opens its Memory
+LOG_TEXT_CHARS = 600  # characters of a turn's text a log row shows (then "…")
+# characters of each turn's text the source-turns fragment shows (then "…" and a link to the
+# turn in the log): it returned whole texts, 50 MB for a sentence citing 50 turns of 1 MB
+SOURCE_TEXT_CHARS = 4_000
+# Unicode's invisible bidirectional formatting characters (embeddings and overrides
+# U+202A-202E, isolates U+2066-2069, the marks U+200E, U+200F and U+061C): they reorder
+# the text around them, so stored text showed spoofed ("invoice \u202e4321-FDP.exe" read
+# "invoice exe.PDF-1234"). Every page shows each as a visible mark instead (`_controls`).
+BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 class _Answer(Exception):  # control flow inside this module, never an error a caller sees
@@ -113,10 +123,28 @@ def _ts(t: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at))
 
 
+def _mark(m: re.Match[str]) -> str:
+    return f"\u27e8U+{ord(m.group()):04X}\u27e9"  # ⟨U+202E⟩
+
+
+def _controls(value: Any, in_attribute: bool = False) -> Markup:
+    """`value` escaped, each bidi control character (`BIDI_CONTROLS`) shown as a visible
+    mark: in text a styled `<span class=ctl>⟨U+202E⟩</span>`, in an attribute's value
+    (`in_attribute`) the mark alone. The span has no quote, so one put in an attribute by
+    mistake cannot end it."""
+    escaped = str(markupsafe.escape(value))
+    if in_attribute:
+        return Markup(BIDI_CONTROLS.sub(_mark, escaped))
+    return Markup(BIDI_CONTROLS.sub(lambda m: f"<span class=ctl>{_mark(m)}</span>", escaped))
+
+
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("tiermem.inspector", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(SLICES=SLICES, LAYER_COLOURS=charts.LAYER_COLOURS, age=data.age)
+    env.globals.update(SLICES=SLICES, LAYER_COLOURS=charts.LAYER_COLOURS, age=data.age,
+                       LOG_TEXT_CHARS=LOG_TEXT_CHARS, SOURCE_TEXT_CHARS=SOURCE_TEXT_CHARS)
+    # every template shows stored text through it: {{ t.text | controls }}
+    env.filters["controls"] = _controls
     env.filters["ts"] = _ts
     env.filters["pct"] = lambda x: f"{x:.0%}"
     return env
