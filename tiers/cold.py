@@ -80,6 +80,7 @@ from tiermem.tiers.errors import (
     StoreUnavailable,
     ValidationError,
     VectorWidthConflict,
+    embedding_conflict,
 )
 from tiermem.tiers.formats import message_text
 from tiermem.tiers.lexical import BM25_K1, bm25_idf, bm25_top, query_words_terms, term_counts, total_length
@@ -590,11 +591,35 @@ class ColdStore(SharedQueries):
         stored = self._read_vec_dim()
         if stored is None or stored == ours:
             return None
-        return VectorWidthConflict(str(self.path), stored, ours)
+        return VectorWidthConflict(str(self.path), stored, ours, self._recorded_vec_model(), self._vec_model)
 
     def _recorded_vec_model(self) -> str | None:
         rows = self._read("SELECT value FROM meta WHERE key = ?", (VEC_MODEL_KEY,))
         return str(rows[0][0]) if rows else None
+
+    # whether the vector table exists, and the width and model its vectors are recorded
+    # as: one statement, where `_has_vec` alone was asked before (no statement more)
+    _VEC_STATE_SQL = ("SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = ?), "
+                      "(SELECT value FROM meta WHERE key = 'vec_dim'), (SELECT value FROM meta WHERE key = ?)")
+
+    def _vectors_ours(self, ours_dim: int | None, c: Connection | None = None) -> bool:
+        """Whether the vector table exists, after checking that the store's vectors are
+        this process's embedder's (`ours_dim` wide, from `_vec_model`, once checked): when
+        another live process has since recorded another model or width (it switched
+        them, opened later), EmbeddingModelConflict (VectorWidthConflict for a width),
+        instead of comparing or storing vectors of two models. `c`: read in that
+        transaction (a catch-up's store, whose write lock holds any switch off until it
+        ends), else on its own. A side not known yet (None) checks nothing."""
+        params = (VEC_TABLE, VEC_MODEL_KEY)
+        row = c.execute(self._VEC_STATE_SQL, params).fetchone() if c is not None else \
+            self._read(self._VEC_STATE_SQL, params)[0]
+        has_vec, stored_dim, stored_model = bool(row[0]), row[1], row[2]
+        if has_vec and stored_dim is not None and ours_dim is not None:
+            conflict = embedding_conflict(str(self.path), int(stored_dim), ours_dim,
+                                          None if stored_model is None else str(stored_model), self._vec_model)
+            if conflict is not None:
+                raise conflict
+        return has_vec
 
     def _has_vec(self) -> bool:
         return bool(
@@ -880,6 +905,10 @@ class ColdStore(SharedQueries):
             try:
                 with self._tx() as c:
                     self._step("index_pending.store")
+                    # in the write transaction: a process that switched the model or width
+                    # since this one checked (opened later) wins; storing this model's
+                    # vectors beside its would mix them (same width) unseen
+                    self._vectors_ours(int(vecs.shape[1]), c)
                     for r, v in zip(rows, vecs, strict=True):
                         cur = c.execute(
                             "UPDATE turns SET embedded = 1 WHERE id = ? AND embedded = 0", (r[2],)
@@ -983,7 +1012,7 @@ class ColdStore(SharedQueries):
 
     def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:
         """Stored vectors for some positions (missing ones are absent)."""
-        if not positions or not self._has_vec():
+        if not positions or not self._vectors_ours(self._vec_dim):
             return {}
         out: dict[int, np.ndarray] = {}
         ph = ",".join("?" * len(positions))
@@ -1009,7 +1038,7 @@ class ColdStore(SharedQueries):
         them (tiers.turncache). The text is what the FTS index holds; re-reads of
         `positions` (vectors that arrived late) leave it out (`indexed_texts` reads it)."""
         with_text = positions is None
-        vec = self._has_vec()
+        vec = self._vectors_ours(self._vec_dim)  # another process's model's vectors never reach the cache
         # tokens and time NULL where out of range (text too: it sorts after every number),
         # so that the one-pass conversion below fails for such a row (`usable_facts`)
         cols = (f"t.id, t.position, CASE WHEN t.tokens BETWEEN 0 AND {MAX_TURN_TOKENS} THEN t.tokens END, "
@@ -2106,7 +2135,7 @@ class ColdStore(SharedQueries):
 
     def _search_dense(self, query_vec: np.ndarray, k: int, *, conversation_id: str | None, namespace: str | None,
                       exclude: str | None, before: int | None) -> list[tuple[str, int, float]]:
-        if not self._has_vec():
+        if not self._vectors_ours(int(np.asarray(query_vec).size)):
             return []
         convs = [c for c in self._scope(conversation_id, namespace) if c != exclude]
         if not convs:

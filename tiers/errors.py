@@ -520,27 +520,61 @@ class EmbeddingUnavailable(TiermemError, RuntimeError):
         super().__init__(f"the embedding model is unavailable: {reason}")
 
 
-class VectorWidthConflict(TiermemError, RuntimeError):
-    """Another live process on the same store embeds with another `embedding_model`, of
-    another width: opened after this one, it emptied the store's vectors and set them to
-    its width (a process with a new model re-embeds every turn), so this process's vectors
-    neither store nor compare. Raised by its catch-up (nothing stored: its turns stay
-    pending for the other process) and its dense search, instead of the database's own
-    dimension error; this process never switches the width back (the two would wipe each
-    other's vectors in turn). `stored`: the store's width now; `ours`: this process's
-    embedder's; `where`: the store."""
+class EmbeddingModelConflict(TiermemError, RuntimeError):
+    """Another live process on the same store embeds with another `embedding_model`: opened
+    after this one, it emptied the store's vectors and recorded its model (`vec_model`, the
+    sha256 of the model's files) and width (`vec_dim`), as a process with a new model does,
+    so this process's vectors neither store beside its nor compare with them. Raised by its
+    catch-up (checked in the transaction that would store: nothing stored, its turns stay
+    pending for the other process), its dense search and its reads of stored vectors,
+    instead of mixing two models' vectors in one ranking (same width) or the database's
+    own dimension error (another width: `VectorWidthConflict`). This process never
+    switches the store back (the two would wipe each other's vectors in turn).
+    `stored_dim`/`stored_model`: the store's now; `ours_dim`/`ours_model`: this process's
+    embedder's (a model None: unrecorded); `where`: the store."""
 
-    def __init__(self, where: str, stored: int, ours: int) -> None:
+    def __init__(self, where: str, stored_dim: int, ours_dim: int, stored_model: str | None = None,
+                 ours_model: str | None = None) -> None:
         self.where = where
-        self.stored = stored
-        self.ours = ours
+        self.stored_dim = stored_dim
+        self.ours_dim = ours_dim
+        self.stored_model = stored_model
+        self.ours_model = ours_model
         # without `where`: what an HTTP answer says (a store's path or server is not a tenant's)
         self.problem = (
-            f"the store's vectors are now {stored} wide, set by another process's embedding_model, "
-            f"and this process's embedding_model makes {ours}-wide vectors: every process on one store "
+            f"the store's vectors are now {stored_dim} wide from model {stored_model or 'unrecorded'}, "
+            f"set by another process's embedding_model, and this process's embedding_model "
+            f"(model {ours_model or 'unrecorded'}) makes {ours_dim}-wide vectors: every process on one store "
             f"needs the same embedding_model (restart this one with the other's; restarted with its own, "
-            f"it re-embeds every turn at {ours} wide and the other process fails this way)")
+            f"it re-embeds every turn with it and the other process fails this way)")
         super().__init__(f"{where}: {self.problem}")
+
+
+class VectorWidthConflict(EmbeddingModelConflict):
+    """An `EmbeddingModelConflict` whose models also differ in width (the database would
+    refuse this process's vectors). `stored`, `ours`: the two widths (as `stored_dim`,
+    `ours_dim`)."""
+
+    @property
+    def stored(self) -> int:
+        return self.stored_dim
+
+    @property
+    def ours(self) -> int:
+        return self.ours_dim
+
+
+def embedding_conflict(where: str, stored_dim: int, ours_dim: int, stored_model: str | None,
+                       ours_model: str | None) -> EmbeddingModelConflict | None:
+    """The error for a process whose embedder (`ours_*`) is not the one the store's vectors
+    now come from (`stored_*`), else None: a `VectorWidthConflict` for another width, an
+    `EmbeddingModelConflict` for another model of the same width. A model unrecorded on
+    either side (None) is no conflict of models (nothing says they differ)."""
+    if stored_dim != ours_dim:
+        return VectorWidthConflict(where, stored_dim, ours_dim, stored_model, ours_model)
+    if stored_model is not None and ours_model is not None and stored_model != ours_model:
+        return EmbeddingModelConflict(where, stored_dim, ours_dim, stored_model, ours_model)
+    return None
 
 
 class StorageReadOnly(TiermemError, PermissionError):

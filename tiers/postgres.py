@@ -217,6 +217,7 @@ from tiermem.tiers.dialect import (
 from tiermem.tiers.embed import Embedder, checked_identity, embedder_identity, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
+    EmbeddingModelConflict,
     PositionOutOfRange,
     SchemaTooNew,
     ServerTooOld,
@@ -224,7 +225,7 @@ from tiermem.tiers.errors import (
     StoreUnavailable,
     StoreUnreachable,
     ValidationError,
-    VectorWidthConflict,
+    embedding_conflict,
     shown,
 )
 from tiermem.tiers.files import UNREACHABLE_SQLSTATES
@@ -1967,7 +1968,9 @@ class PostgresStore(SharedQueries):
         adopt `model`, as on SQLite."""
         with self._maintenance(), self._tx() as c:
             c.execute(WAIT_FOR_LOCKS_SQL)  # behind another process setting it (an index build)
-            c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tiermem-vecdim-{self.schema}",))
+            # exclusive: no catch-up's store (which holds it shared) is between its check
+            # of the recorded model and its commit
+            c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._vec_lock_key,))
             row = c.execute("SELECT value FROM meta WHERE key = 'vec_dim'").fetchone()
             got = c.execute("SELECT value FROM meta WHERE key = %s", (VEC_MODEL_KEY,)).fetchone()
             recorded = str(got[0]) if got else None
@@ -2003,17 +2006,53 @@ class PostgresStore(SharedQueries):
         self._vec_dim = dim
         self._vec_model = model
 
-    def _width_conflict(self, ours: int) -> VectorWidthConflict | None:
+    @property
+    def _vec_lock_key(self) -> str:
+        """The advisory lock of the schema's vector model: `_ensure_vec_dim` holds it
+        exclusive while it switches, a catch-up's store shared."""
+        return f"tiermem-vecdim-{self.schema}"
+
+    def _width_conflict(self, ours: int) -> EmbeddingModelConflict | None:
         """After the database refused a vector (a dimension error): the clear error when
         another process has set the store's vectors to another width than `ours` (this
         process's), else None (the database's error stands). Read afresh, and the cached
         width left this process's: taking the store's as a new one would empty the other
         process's vectors, and the two would wipe each other's in turn."""
-        rows = self._read("SELECT value FROM meta WHERE key = 'vec_dim'")
-        stored = int(rows[0][0]) if rows else None
-        if stored is None or stored == ours:
+        return self._model_conflict(ours)
+
+    def _model_conflict(self, ours_dim: int | None, c: Conn | None = None) -> EmbeddingModelConflict | None:
+        """The error when the store's vectors, read afresh (in `c`'s transaction, or on
+        their own), are recorded as another width than `ours_dim` or another model than
+        this process's (`_vec_model`, once checked): another live process, opened later,
+        switched them. None where they are this process's or a side is not known yet."""
+        sql = "SELECT key, value FROM meta WHERE key IN ('vec_dim', %s)"
+        rows = c.execute(sql, (VEC_MODEL_KEY,)).fetchall() if c is not None else self._read(sql, (VEC_MODEL_KEY,))
+        got = {str(k): str(v) for k, v in rows}
+        if ours_dim is None or "vec_dim" not in got:
             return None
-        return VectorWidthConflict(f"{self.path} schema {self.schema}", stored, ours)
+        return embedding_conflict(f"{self.path} schema {self.schema}", int(got["vec_dim"]), ours_dim,
+                                  got.get(VEC_MODEL_KEY), self._vec_model)
+
+    # True when the store's vectors are recorded as another width (first parameter) or
+    # another model (second) than this process's, as a search's or read's condition: a
+    # subquery of no column of the rows, so planned once per statement (PostgreSQL's
+    # one-time filter, no index lost), no round trip more. A NULL parameter (not known)
+    # compares as unequal to nothing.
+    _NOT_OURS = ("EXISTS (SELECT 1 FROM meta WHERE (key = 'vec_dim' AND value <> %s::text) "
+                 "OR (key = 'vec_model' AND value <> %s::text))")
+    _NOT_OURS_NAMED = _NOT_OURS.replace("%s::text", "%(gd)s::text", 1).replace("%s::text", "%(gm)s::text", 1)
+
+    def _ours(self, dim: int | None) -> tuple[str | None, str | None]:
+        """`_NOT_OURS`'s parameters for this process's vectors `dim` wide."""
+        return (None if dim is None else str(dim)), self._vec_model
+
+    def _raise_not_ours(self, rows: Sequence[Sequence[Any]], column: int) -> None:
+        """EmbeddingModelConflict when a read's `_NOT_OURS` column (at `column`) says that
+        the vectors it read are not this process's model's (read afresh for the message)."""
+        if rows and rows[0][column]:
+            conflict = self._model_conflict(self._vec_dim)
+            if conflict is not None:
+                raise conflict
 
     def _recorded_vec_model(self) -> str | None:
         rows = self._read("SELECT value FROM meta WHERE key = %s", (VEC_MODEL_KEY,))
@@ -2134,7 +2173,16 @@ class PostgresStore(SharedQueries):
             # processes catching up the same turns never deadlock): a second process
             # finds embedded = 1, an erased turn is gone; neither stores a vector.
             try:
-                with self._conn() as c:
+                with self._tx() as c:
+                    # behind a process switching the model or width (`_ensure_vec_dim`),
+                    # whose switch the read after it, a statement of its own, then sees:
+                    # one opened later wins, and this model's vectors stored beside its
+                    # would mix two models unseen (same width; or, without the HNSW index's
+                    # cast during a bulk load, `drop_vector_index`, store another width)
+                    c.execute("SELECT pg_advisory_xact_lock_shared(hashtext(%s))", (self._vec_lock_key,))
+                    conflict = self._model_conflict(int(vecs.shape[1]), c)
+                    if conflict is not None:
+                        raise conflict
                     done_ids = [int(r[0]) for r in self._statement(c, self._STORE_VECTORS, {
                         "ids": ids, "vecs": [Vec(by_id[i][2]) for i in ids],
                         "convs": sorted({by_id[i][0] for i in ids})})]
@@ -2179,10 +2227,12 @@ class PostgresStore(SharedQueries):
     def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:
         if not positions:
             return {}
-        rows = self._read("SELECT position, vector_send(embedding) FROM messages_vec WHERE conversation_id = %s "
-                          "AND position = ANY(%s)", (conversation_id, list(positions)))
+        rows = self._read(f"SELECT position, vector_send(embedding), {self._NOT_OURS} FROM messages_vec "
+                          "WHERE conversation_id = %s AND position = ANY(%s)",
+                          (*self._ours(self._vec_dim), conversation_id, list(positions)))
+        self._raise_not_ours(rows, 2)
         out: dict[int, np.ndarray] = {}
-        for pos, sent in rows:
+        for pos, sent, _not_ours in rows:
             b = vector_bytes(sent)
             if b is not None:
                 out[int(pos)] = np.frombuffer(b, dtype=np.float32)
@@ -2195,7 +2245,9 @@ class PostgresStore(SharedQueries):
         # one-pass conversion below fails for such a row (`usable_facts`)
         cols = (f"t.id, t.position, CASE WHEN t.tokens BETWEEN 0 AND {MAX_TURN_TOKENS} THEN t.tokens END, "
                 f"CASE WHEN t.created_at BETWEEN 0 AND {MAX_TIMESTAMP} THEN t.created_at END, t.session_id, "
-                "vector_send(v.embedding), t.speaker, " + ("f.text" if with_text else "NULL"))
+                "vector_send(v.embedding), t.speaker, " + ("f.text" if with_text else "NULL")
+                # whether the vectors are another model's (`_NOT_OURS`): computed once per read
+                + f", {self._NOT_OURS}")
         join = "LEFT JOIN messages_vec v ON v.id = t.id AND t.embedded = 1 "
         if with_text:
             join += "LEFT JOIN messages_fts f ON f.id = t.id "
@@ -2204,15 +2256,18 @@ class PostgresStore(SharedQueries):
                 return []
             sql = (f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = %s AND t.position = ANY(%s) "
                    "ORDER BY t.position")
-            params: tuple[Any, ...] = (conversation_id, list(positions))
+            params: tuple[Any, ...] = (*self._ours(self._vec_dim), conversation_id, list(positions))
         else:
             sql = (f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = %s AND t.position > %s "
                    "AND t.position <= %s ORDER BY t.position")
-            params = (conversation_id, after, MAX_POSITION)
+            params = (*self._ours(self._vec_dim), conversation_id, after, MAX_POSITION)
             if limit is not None:
                 sql += " LIMIT %s"
                 params += (limit,)
-        return self.usable_facts(conversation_id, self._read(sql, params), lambda r: (
+        rows = self._read(sql, params)
+        # another process's model's vectors never reach the turn cache
+        self._raise_not_ours(rows, 8)
+        return self.usable_facts(conversation_id, rows, lambda r: (
             int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], vector_bytes(r[5]), r[6], r[7]),
             limit=limit, positions=positions)
 
@@ -2895,12 +2950,17 @@ class PostgresStore(SharedQueries):
                       namespace: str | None, exclude: str | None, before: int | None) -> list[tuple[str, int, float]]:
         k = max(1, min(int(k), MAX_DENSE_K))
         q = Vec(query_vec)
+        ours = int(np.asarray(query_vec).size)
+        gd, gm = self._ours(ours)
         if conversation_id is not None:
             if conversation_id == exclude:
                 return []
+            # none of another model's vectors (`_NOT_OURS`), not even where their width is this one's
             rows = self._read("SELECT conversation_id, position, embedding <-> %(q)b::vector AS d FROM messages_vec "
-                              "WHERE conversation_id = %(c)s AND position < %(b)s ORDER BY d, position LIMIT %(k)s",
-                              {"q": q, "c": conversation_id, "k": k, "b": before if before is not None else 2**62})
+                              f"WHERE conversation_id = %(c)s AND position < %(b)s AND NOT {self._NOT_OURS_NAMED} "
+                              "ORDER BY d, position LIMIT %(k)s",
+                              {"q": q, "c": conversation_id, "k": k, "b": before if before is not None else 2**62,
+                               "gd": gd, "gm": gm})
         else:
             if namespace is None:
                 raise ValidationError("conversation_id", "search needs a conversation or a namespace")
@@ -2913,9 +2973,10 @@ class PostgresStore(SharedQueries):
             # every connection (`_session_sql`): one round trip, unless k needs a wider
             # candidate list than the session's, set for this transaction only.
             scope = (f"SELECT conversation_id, position, embedding::vector({dim}) <-> %(q)b::vector({dim}) AS d, id "
-                     "FROM messages_vec WHERE namespace = %(n)s AND conversation_id IS DISTINCT FROM %(x)s ")
+                     "FROM messages_vec WHERE namespace = %(n)s AND conversation_id IS DISTINCT FROM %(x)s "
+                     f"AND NOT {self._NOT_OURS_NAMED} ")
             # one row past the k-th: whether the k-th distance is tied beyond the answer
-            params: dict[str, Any] = {"q": q, "n": namespace, "x": exclude, "k": k + 1}
+            params: dict[str, Any] = {"q": q, "n": namespace, "x": exclude, "k": k + 1, "gd": gd, "gm": gm}
             if k < HNSW_EF_SEARCH:
                 rows = self._read(scope + "ORDER BY d LIMIT %(k)s", params)
             else:
@@ -2931,6 +2992,10 @@ class PostgresStore(SharedQueries):
             if len(rows) >= k and sum(r[2] == rows[k - 1][2] for r in rows) > 1:
                 rows = self._tied_at(scope, params, rows, k)
             rows = rows[:k]
+        if not rows:  # none, or none of this process's model: which one, read only now
+            conflict = self._model_conflict(ours)
+            if conflict is not None:
+                raise conflict
         return [(r[0], int(r[1]), float(r[2])) for r in rows]
 
     def _tied_at(self, scope: str, params: dict[str, Any], rows: list[Any], k: int) -> list[Any]:

@@ -10,8 +10,9 @@ namespace; a full disk is 507 and a read-only or failing database 503 with Retry
 (and /healthz reports the cold tier read-only for `STORAGE_FAILURE_MEMORY_S` after it); a
 busy one (another writer held SQLite past `busy_timeout_ms`, a PostgreSQL lock or
 statement timeout) 503 with a Retry-After of `STORAGE_BUSY_RETRY_AFTER_S`, /healthz unmoved;
-another process on the store embedding with another `embedding_model` of another width
-(`VectorWidthConflict`) 503 naming both widths, without Retry-After, /healthz unmoved;
+another process on the store embedding with another `embedding_model` (`EmbeddingModelConflict`,
+`VectorWidthConflict` where the widths differ) 503 naming both models and widths, without
+Retry-After, /healthz unmoved;
 a 503 body carries `"written": false` only where the store certainly refused before
 writing (busy, read-only), never for a lost connection (the COMMIT may have landed);
 a route that commits in several transactions (`SEVERAL_TRANSACTION_ROUTES`: the erasures
@@ -37,11 +38,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tiermem.errors import (
     ConversationNotFound,
+    EmbeddingModelConflict,
     PositionMismatch,
     StorageReadOnly,
     TiermemError,
     ValidationError,
-    VectorWidthConflict,
 )
 from tiermem.service.head import with_head
 from tiermem.service.runtime import runtime_of
@@ -168,7 +169,7 @@ async def position_mismatch(request: Request, exc: PositionMismatch) -> JSONResp
                          "expected_incarnation": exc.expected_incarnation}, status_code=409)
 
 
-async def width_conflict(request: Request, exc: VectorWidthConflict) -> JSONResponse:
+async def model_conflict(request: Request, exc: EmbeddingModelConflict) -> JSONResponse:
     # this service cannot embed or compare until an operator runs every process on the
     # store with one embedding_model: 503 saying so (was a 500 from the database's dimension
     # error), without the store's path; no Retry-After, as waiting does not end it
@@ -237,7 +238,7 @@ HANDLERS: tuple[tuple[type[Exception], Callable[..., Awaitable[Response]]], ...]
     (ValidationError, validation_error),
     (PositionMismatch, position_mismatch),
     (ConversationNotFound, not_found),
-    (VectorWidthConflict, width_conflict),
+    (EmbeddingModelConflict, model_conflict),
     (DriverDatabaseError, storage_error),
     *((cls, storage_error) for cls in POSTGRES_DRIVER_ERRORS),
     (StorageReadOnly, storage_error),

@@ -507,8 +507,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         "model": UnavailableOut,
         "description": "the storage is busy, read-only, failing or unreachable (or the service is starting); "
                        "'written': false when nothing was written. Also (no Retry-After) another process on the "
-                       "store embeds with another embedding_model, of another width, than this service's: "
-                       "the detail names both widths",
+                       "store embeds with another embedding_model than this service's: "
+                       "the detail names both models and widths",
         "headers": _RETRY_AFTER,
     },
     507: {"model": ErrorOut, "description": "the disk (or the database's size cap) is full; nothing written"},
