@@ -81,6 +81,9 @@ def check_tiermem_env(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> C
     cfg = config_from(env, monkeypatch)
     assert cfg.data_dir == Path("/data")
     assert cfg.http_host == "0.0.0.0"
+    # published on every interface for a TLS proxy this file cannot name: the inspector's
+    # token cookie must be Secure whatever the proxy's address (91338f2)
+    assert cfg.ui_cookie_secure == "always"
     assert cfg.http_port == 8080
     assert cfg.auth_tokens == TOKENS
     TokenAuth(cfg.auth_tokens, enabled=True, default_namespace="default", max_id_chars=cfg.max_id_chars)
