@@ -726,6 +726,11 @@ class Config(BaseSettings):
         "PostgreSQL, after erasure and prune: 'full' rewrites the affected tables (VACUUM FULL) so no data "
         "file keeps an erased byte, blocking their writers meanwhile; 'vacuum' does not block and does not "
         "guarantee it (fragments and full-text lexemes stay until the space is reused)"))
+    cold_pool_mode: Literal["session", "transaction"] = Field("session", description=(
+        "PostgreSQL: 'session' when cold_url reaches the server directly or through a pooler in session "
+        "mode; 'transaction' behind a pooler in transaction mode (PgBouncer pool_mode = transaction): no "
+        "server-side prepared statements, every setting SET LOCAL per transaction; needs "
+        "cold_erase_scrub = 'vacuum'"))
     # limits on input
     max_content_bytes: int = Field(DEFAULT_MAX_CONTENT_BYTES, ge=1, le=MAX_CONTENT_BYTES_LIMIT)
     max_metadata_bytes: int = Field(DEFAULT_MAX_METADATA_BYTES, ge=2, le=MAX_METADATA_BYTES_LIMIT)

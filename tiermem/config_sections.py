@@ -48,7 +48,8 @@ def _section(prefix: str, fields: Iterable[str]) -> dict[str, str]:
 SECTIONS: dict[str, dict[str, str]] = {
     "storage": _section("", ["data_dir", "db_filename", "sqlite_synchronous", "busy_timeout_ms",
                              "cold_url", "cold_schema", "cold_synchronous_commit", "cold_pool_size",
-                             "cold_pool_wait_s", "cold_operation_timeout_s", "cold_erase_scrub"]),
+                             "cold_pool_wait_s", "cold_operation_timeout_s", "cold_erase_scrub",
+                             "cold_pool_mode"]),
     "limits": _section("", ["max_content_bytes", "max_metadata_bytes", "max_id_chars", "max_body_bytes"]),
     "hot": _section("hot_", ["redis_url", "redis_idle_timeout_s", "hot_budget_tokens", "head_protect", "tail_protect",
                             "eviction_bias", "hot_idle_ttl_s"]),

@@ -421,6 +421,7 @@ class Memory:
                                       schema=self.config.cold_schema,
                                       synchronous_commit=self.config.cold_synchronous_commit,
                                       erase_scrub=self.config.cold_erase_scrub,
+                                      pool_mode=self.config.cold_pool_mode,
                                       pool_max=self.config.cold_pool_size,
                                       pool_wait_s=self.config.cold_pool_wait_s,
                                       operation_timeout_s=self.config.cold_operation_timeout_s,

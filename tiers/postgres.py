@@ -172,6 +172,17 @@ caller's connection) hold for the checkout only, the
 caller's values read at its start and set back at its end (`_borrowed`), also when the
 operation failed. All tables live in one PostgreSQL schema (`schema`, default
 `tiermem`): several stores can share a database.
+
+Behind a pooler in transaction mode (PgBouncer's pool_mode = transaction: `pool_mode`,
+Config.cold_pool_mode "transaction", POOL_MODES) no session of the server is the store's
+for longer than a transaction, so nothing above is set for a session: each checkout is one
+transaction, begun READ COMMITTED, its settings SET LOCAL (`_local_sql`); no statement is
+prepared on the server; the owed scrub takes no session advisory lock; a VACUUM names its
+tables with their schema and sets no deadline on the server (the checkout's cut is its
+deadline). erase_scrub "full" is refused there (`check_pool_mode`: its VACUUM FULL's lock
+wait cannot be bounded without a session), and so is a caller's pool. Session mode (the
+default) is direct PostgreSQL or a pooler in session mode
+(tests/test_postgres_pgbouncer.py runs both behind a real PgBouncer).
 """
 
 from __future__ import annotations
@@ -412,6 +423,22 @@ SYNCHRONOUS_COMMIT = ("on", "off")
 # the holder committed, and a migration that waited on its advisory lock would read the
 # schema version from before the other process's migration (a snapshot of before the wait)
 ISOLATION = "read committed"
+# How the store's connections reach the server (Config.cold_pool_mode). "session": each
+# connection is one server session of its own (PostgreSQL directly, or a pooler such as
+# PgBouncer in pool_mode = session), so what a session sets at connect (`_session_sql`)
+# holds for every later statement. "transaction": a pooler in transaction mode (PgBouncer's
+# pool_mode = transaction) hands each transaction (each autocommit statement) to whichever
+# server connection is free, so nothing of a session holds past its transaction. There,
+# measured through PgBouncer 1.18 with two stores of two schemas sharing its servers, the
+# session mode's statements ran under another store's search_path ("relation conversations
+# does not exist", or another schema's tables), and psycopg's server-side prepared
+# statements were missing or duplicate on the next server ("prepared statement _pg3_9
+# does not exist"). So in "transaction" mode the store's connections prepare nothing
+# (prepare_threshold None), run every operation as one transaction (no autocommit), begun
+# READ COMMITTED by the driver (`isolation_level`), and set its settings with SET LOCAL at
+# each checkout (`_local_sql`), which end with it and so never reach another client.
+# Session-level advisory locks are not used there (`_owed_scrub_lock`).
+POOL_MODES = ("session", "transaction")
 DEFAULT_ISOLATION_SQL = f"SET default_transaction_isolation TO '{ISOLATION}'"
 # Every setting the store gives a session (ISOLATION, `_session_sql`). On a caller's
 # connection they hold for tiermem's checkout only: read before ours are set and set back
@@ -994,11 +1021,16 @@ def sets_connect_timeout(url: str) -> bool:
     return given is not None or bool(os.environ.get(CONNECT_TIMEOUT_ENV))
 
 
-def connect_options(url: str) -> dict[str, Any]:
+def connect_options(url: str, *, pool_mode: str = "session") -> dict[str, Any]:
     """The options of every connection tiermem opens to `url` (its pool's and its one-off
     ones, `owned_connection`): autocommit, and CONNECT_TIMEOUT_S as libpq's
-    connect_timeout unless the URL or the environment sets one (`sets_connect_timeout`)."""
+    connect_timeout unless the URL or the environment sets one (`sets_connect_timeout`).
+    Behind a pooler in transaction mode (`pool_mode`, POOL_MODES) no statement is prepared
+    on the server: the next transaction may run on a server connection that has not got
+    it (or has another's of the same name)."""
     options: dict[str, Any] = {"autocommit": True}
+    if pool_mode == "transaction":
+        options["prepare_threshold"] = None
     if not sets_connect_timeout(url):
         options["connect_timeout"] = CONNECT_TIMEOUT_S
     return options
@@ -1258,19 +1290,44 @@ _ONE_OFF_WATCHDOG = _Watchdog("tiermem-one-off-deadlines", lambda step: None)
 
 
 @contextlib.contextmanager
-def owned_connection(url: str, *, where: str, timeout_s: float, watchdog: _Watchdog | None = None) -> Iterator[Conn]:
+def owned_connection(url: str, *, where: str, timeout_s: float, watchdog: _Watchdog | None = None,
+                     pool_mode: str = "session") -> Iterator[Conn]:
     """A connection tiermem opens and closes itself, outside a pool (a store's bootstrap,
     migrate-store's look at a schema before or after its store): `connect_options`, so a
     server that accepts and never answers fails the connect as the pool's would
     (StoreUnavailable naming `where`), and cut by `watchdog` (StoreStalled) once the block
     has lasted `timeout_s` past the connect, as a pooled checkout is at its deadline."""
     try:
-        conn = psycopg.connect(url, **connect_options(url))
+        conn = psycopg.connect(url, **connect_options(url, pool_mode=pool_mode))
     except psycopg.OperationalError as exc:
         raise StoreUnavailable(where, str(exc)) from exc
     with (connection_lost_as_unavailable(where, lambda: conn), conn,
           (watchdog or _ONE_OFF_WATCHDOG).watching(conn, time.monotonic() + timeout_s, where)):
         yield conn
+
+
+def check_pool_mode(pool_mode: str, erase_scrub: str, *, caller_pool: bool = False) -> None:
+    """Refuse a `pool_mode` not in POOL_MODES, and what cannot work behind a pooler in
+    transaction mode (ValidationError naming the setting): erase_scrub "full", whose
+    VACUUM FULL runs outside a transaction, so its lock wait, deadline and the session's
+    advisory lock that keeps two servers from rewriting every table twice cannot be
+    set for it there (its ACCESS EXCLUSIVE request would queue every reader of the table
+    behind it for up to the maintenance deadline); and a caller's pool, whose
+    connections (autocommit, prepared statements) the caller configures."""
+    if pool_mode not in POOL_MODES:
+        raise ValidationError("cold_pool_mode", f"must be one of {POOL_MODES}, got {shown(pool_mode)}")
+    if pool_mode != "transaction":
+        return
+    if erase_scrub == "full":
+        raise ValidationError("cold_pool_mode", "'transaction' (a pooler such as PgBouncer in pool_mode = "
+                                                "transaction) cannot run cold_erase_scrub = 'full' (its VACUUM FULL "
+                                                "needs one server session for its lock wait and deadline): set "
+                                                "cold_erase_scrub = 'vacuum', or point cold_url at PostgreSQL or a "
+                                                "session-mode pool")
+    if caller_pool:
+        raise ValidationError("cold_pool_mode", "'transaction' is for the store's own pool (a URL); a caller's "
+                                                "pool configures its own connections (autocommit off, "
+                                                "prepare_threshold None behind a transaction-mode pooler)")
 
 
 def erasure_xid(marker: str | None) -> str | None:
@@ -1313,9 +1370,13 @@ class PostgresStore(SharedQueries):
         operation_timeout_s: float = OPERATION_TIMEOUT_S,
         maintenance_timeout_s: float = MAINTENANCE_TIMEOUT_S,
         holder_grace_ms: int = HOLDER_GRACE_MS,
+        pool_mode: str = "session",
     ) -> None:
         if (url is None) == (pool is None):
             raise ValidationError("cold_url", "give a postgresql:// URL or a connection pool (exactly one)")
+        check_pool_mode(pool_mode, erase_scrub, caller_pool=pool is not None)
+        self.pool_mode = pool_mode
+        self._per_transaction = pool_mode == "transaction"  # POOL_MODES: nothing of a session holds
         if synchronous_commit not in SYNCHRONOUS_COMMIT:
             raise ValidationError("cold_synchronous_commit", f"must be one of {SYNCHRONOUS_COMMIT}")
         self._synchronous_commit = synchronous_commit
@@ -1381,8 +1442,11 @@ class PostgresStore(SharedQueries):
             except BaseException:
                 self._watchdog.close()  # its thread, started by the bootstrap's connection
                 raise
+            kwargs = connect_options(url, pool_mode=pool_mode)
+            if self._per_transaction:
+                kwargs["autocommit"] = False  # each checkout one transaction, its settings SET LOCAL
             pool = ConnectionPool(url, min_size=DEFAULT_POOL_MIN, max_size=pool_max, timeout=pool_wait_s, open=False,
-                                  kwargs=connect_options(url), configure=self._configure,
+                                  kwargs=kwargs, configure=self._configure,
                                   check=self._check_idle, reconnect_timeout=RECONNECT_GIVE_UP_S,
                                   reconnect_failed=self._reconnect_failed, name=f"tiermem-{schema}")
             try:
@@ -1448,8 +1512,11 @@ class PostgresStore(SharedQueries):
         pool's connect timeout (a URL's own kept); cut at the maintenance deadline, as it may
         wait for another process's bootstrap."""
         with owned_connection(url, where=self.path, timeout_s=self.maintenance_timeout_s,
-                              watchdog=self._watchdog) as conn:
-            conn.execute(DEFAULT_ISOLATION_SQL)  # autocommit: every later statement's
+                              watchdog=self._watchdog, pool_mode=self.pool_mode) as conn:
+            if self._per_transaction:  # each transaction's BEGIN names it: no session setting
+                conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+            else:
+                conn.execute(DEFAULT_ISOLATION_SQL)  # autocommit: every later statement's
             self._bootstrap_on(conn)
 
     def _bootstrap_on(self, conn: Conn) -> None:
@@ -1506,6 +1573,13 @@ class PostgresStore(SharedQueries):
                 f"SET hnsw.iterative_scan TO relaxed_order; SET hnsw.ef_search TO {HNSW_EF_SEARCH}"
                 f"{lock_timeout}")
 
+    def _local_sql(self) -> str:
+        """`_session_sql` and the client check as SET LOCAL: the settings of one
+        transaction, for a pooler in transaction mode (POOL_MODES), sent as a checkout's
+        first statements (`_conn`) and again where a checkout begins another transaction."""
+        return "; ".join(part.replace("SET ", "SET LOCAL ", 1)
+                         for part in f"{self._session_sql()}; {CLIENT_CHECK_SQL}".split("; "))
+
     def _check_idle(self, conn: Conn) -> None:
         """At each checkout of our pool: a connection the server spoke on while it sat idle
         (the FATAL of a restart or of pg_terminate_backend, or its end) is tried with an
@@ -1535,8 +1609,13 @@ class PostgresStore(SharedQueries):
             pool.check()
 
     def _configure(self, conn: Conn) -> None:
-        # our pool's: autocommit; the client check for the session, as it is ours
-        conn.execute(f"{DEFAULT_ISOLATION_SQL}; {self._session_sql()}; {CLIENT_CHECK_SQL}")
+        if self._per_transaction:
+            # nothing for the session (another client's next transaction gets its server
+            # connection): each BEGIN names the isolation, each checkout SETs LOCAL the rest
+            conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+        else:
+            # our pool's: autocommit; the client check for the session, as it is ours
+            conn.execute(f"{DEFAULT_ISOLATION_SQL}; {self._session_sql()}; {CLIENT_CHECK_SQL}")
         self._register_vec(conn)
 
     @contextlib.contextmanager
@@ -1604,6 +1683,8 @@ class PostgresStore(SharedQueries):
             if not self._owns_pool:  # the caller's connection: ours for this checkout, then theirs again
                 stack.enter_context(self._borrowed(conn, f"{DEFAULT_ISOLATION_SQL}; {self._session_sql()}"))
                 self._register_vec(conn)
+            elif self._per_transaction:  # the checkout's transaction begins (READ COMMITTED) with them
+                conn.execute(self._local_sql())
             yield conn
 
     @contextlib.contextmanager
@@ -1668,15 +1749,16 @@ class PostgresStore(SharedQueries):
                 conn.execute(CLIENT_CHECK_LOCAL_SQL)
             yield conn
 
-    @staticmethod
-    def _statement(conn: Conn, sql: str, params: Mapping[str, Any]) -> list[Any]:
-        """One statement as its own transaction, prepared (it is sent often): on an
-        autocommit connection one round trip, its commit included; on a caller's pool in
-        transaction mode, wrapped in one transaction and committed here."""
+    def _statement(self, conn: Conn, sql: str, params: Mapping[str, Any]) -> list[Any]:
+        """One statement as its own transaction, prepared (it is sent often; never behind a
+        pooler in transaction mode, POOL_MODES): on an autocommit connection one round
+        trip, its commit included; on a caller's pool in transaction mode, wrapped in one
+        transaction and committed here."""
+        prepare = None if self._per_transaction else True
         if conn.autocommit:
-            return list(conn.execute(sql, params, prepare=True).fetchall())
+            return list(conn.execute(sql, params, prepare=prepare).fetchall())
         with conn.transaction():
-            return list(conn.execute(sql, params, prepare=True).fetchall())
+            return list(conn.execute(sql, params, prepare=prepare).fetchall())
 
     def _read(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         with self._conn() as conn:
@@ -2643,7 +2725,10 @@ class PostgresStore(SharedQueries):
                 if held:
                     return self._held(marker, held, missed, rewritten=False)
             # ANALYZE too: the planner's statistics again, sampled from the rows left
-            vacuum = ("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(RECLAIM_TABLES)
+            # the tables named with their schema: behind a pooler in transaction mode the
+            # VACUUM (outside a transaction) runs on a server session of no search path of ours
+            vacuum = ("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(
+                f'"{self.schema}".{table}' for table in RECLAIM_TABLES)
             switched = not conn.autocommit
             if switched:
                 conn.commit()  # the session settings of the checkout; autocommit needs no open transaction
@@ -2675,6 +2760,8 @@ class PostgresStore(SharedQueries):
                     # table again and still not be allowed pg_statistic. The marker read
                     # before the rewrite only: an erasure that committed during it owes its own
                     with conn.transaction():  # the tables' scrub done, pg_statistic's owed or not
+                        if self._per_transaction:  # autocommit since the VACUUM: a new transaction
+                            conn.execute(self._local_sql())
                         if locked:
                             conn.execute(STATISTICS_OWED_SQL, (SCRUB_STATISTICS_KEY, analyzed))
                         elif full:  # rewritten, or the role may not: a retry would not be either
@@ -2722,7 +2809,12 @@ class PostgresStore(SharedQueries):
         happened in it; where that fails the connection is closed (its session's end
         releases it), so no pooled connection keeps it: every other session's owed scrub
         would be skipped as long as it lived."""
-        if not owed:
+        if not owed or self._per_transaction:
+            # behind a pooler in transaction mode a session's lock stays on a server
+            # connection that other clients get (and the unlock may run on another): not
+            # taken. Its scrub is a plain VACUUM there (erase_scrub "full" is refused,
+            # `check_pool_mode`), which blocks no reader or writer: two at once cost a
+            # second pass, not the second stall of the whole store the lock prevents
             yield True
             return
         key = f"{OWED_SCRUB_LOCK}-{self.schema}"
@@ -2878,6 +2970,13 @@ class PostgresStore(SharedQueries):
         deadline of seconds on every later statement. `lock_timeout_ms`, where given (a
         store that sets none of its own), is the statement's lock_timeout, set and reset
         alike."""
+        if self._per_transaction:
+            # behind a pooler in transaction mode a session SET would stay on a server
+            # connection other clients get, the statement run on another: none is sent.
+            # The checkout's cut (StoreStalled) is its deadline; a plain VACUUM (the only
+            # one there: `check_pool_mode`) waits for no reader's or writer's lock
+            conn.execute(statement)
+            return
         until: float = self._waits.checkout_until
         timeout_ms = max(int((until - time.monotonic() - SERVER_DEADLINE_LEAD_S) * MS_PER_S),
                          LEAST_STATEMENT_TIMEOUT_MS)
