@@ -39,6 +39,10 @@ from width_child import NamedHashEmbedder, SizedHashEmbedder, config
 from tiermem import Config, Memory
 from tiermem.errors import EmbeddingModelConflict, VectorWidthConflict
 from tiermem.service.app import create_app
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.postgres import PostgresStore
+from tiermem.tiers.store import ColdLog
+from tiermem.tiers.tokens import BpeTokenCounter
 
 TESTS = Path(__file__).parent
 CHILD = TESTS / "width_child.py"
@@ -120,6 +124,27 @@ def test_the_earlier_process_of_another_model_of_the_same_width_stores_and_compa
         assert sorted(got_vectors) == list(range(len(TEXTS) + 1))
         for position, vector in got_vectors.items():
             np.testing.assert_allclose(vector, want[position], atol=1e-6)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_a_reader_without_an_embedder_reads_the_winners_vectors(
+        tmp_path: Path, request: pytest.FixtureRequest, engine: str) -> None:
+    # a process that embeds nothing (a tool reading the log, open before the switch)
+    # compares no vectors: no conflict is its to report, whichever model made them
+    cfg, extra = store(engine, tmp_path, request)
+    with Memory(cfg, embedder=SizedHashEmbedder(DIM), hot=False, background_indexing=False) as first:
+        first.append_many("c", [{"role": "user", "content": t} for t in TEXTS])
+        assert first.catch_up("c") == len(TEXTS)
+        key = first._key("c", None)[2]
+    reader: ColdLog = (PostgresStore(cfg.cold_url, tokens=BpeTokenCounter(), schema=cfg.cold_schema)
+                       if engine == "postgres" else ColdStore(cfg.db_path, tokens=BpeTokenCounter(), embedder=None))
+    try:
+        assert len(reader.turn_facts(key)) == len(TEXTS)  # read once before, as a cache does
+        assert winner(cfg, str(WINNER_DIM), extra) == len(TEXTS)
+        assert {len(v) for v in reader.embeddings(key, list(range(len(TEXTS)))).values()} == {WINNER_DIM}
+        assert [f[5] is not None for f in reader.turn_facts(key)] == [True] * len(TEXTS)
+    finally:
+        reader.close()
 
 
 def test_postgres_search_of_a_conversation_with_no_vector_left_is_the_error(

@@ -621,6 +621,12 @@ class ColdStore(SharedQueries):
                 raise conflict
         return has_vec
 
+    def _own_dim(self) -> int | None:
+        """The width this process's reads of stored vectors are checked by (`_vectors_ours`):
+        None without an embedder (a tool reading the log compares no vectors, whichever
+        model made them)."""
+        return self._vec_dim if self.embedder is not None else None
+
     def _has_vec(self) -> bool:
         return bool(
             self._read("SELECT 1 FROM sqlite_master WHERE name = ?", (VEC_TABLE,))
@@ -1012,7 +1018,7 @@ class ColdStore(SharedQueries):
 
     def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:
         """Stored vectors for some positions (missing ones are absent)."""
-        if not positions or not self._vectors_ours(self._vec_dim):
+        if not positions or not self._vectors_ours(self._own_dim()):
             return {}
         out: dict[int, np.ndarray] = {}
         ph = ",".join("?" * len(positions))
@@ -1038,7 +1044,7 @@ class ColdStore(SharedQueries):
         them (tiers.turncache). The text is what the FTS index holds; re-reads of
         `positions` (vectors that arrived late) leave it out (`indexed_texts` reads it)."""
         with_text = positions is None
-        vec = self._vectors_ours(self._vec_dim)  # another process's model's vectors never reach the cache
+        vec = self._vectors_ours(self._own_dim())  # another process's model's vectors never reach the cache
         # tokens and time NULL where out of range (text too: it sorts after every number),
         # so that the one-pass conversion below fails for such a row (`usable_facts`)
         cols = (f"t.id, t.position, CASE WHEN t.tokens BETWEEN 0 AND {MAX_TURN_TOKENS} THEN t.tokens END, "

@@ -2132,9 +2132,15 @@ class PostgresStore(SharedQueries):
         """EmbeddingModelConflict when a read's `_NOT_OURS` column (at `column`) says that
         the vectors it read are not this process's model's (read afresh for the message)."""
         if rows and rows[0][column]:
-            conflict = self._model_conflict(self._vec_dim)
+            conflict = self._model_conflict(self._own_dim())
             if conflict is not None:
                 raise conflict
+
+    def _own_dim(self) -> int | None:
+        """The width this process's reads of stored vectors are checked by (`_NOT_OURS`):
+        None without an embedder (a tool reading the log compares no vectors, whichever
+        model made them)."""
+        return self._vec_dim if self.embedder is not None else None
 
     def _recorded_vec_model(self) -> str | None:
         rows = self._read("SELECT value FROM meta WHERE key = %s", (VEC_MODEL_KEY,))
@@ -2311,7 +2317,7 @@ class PostgresStore(SharedQueries):
             return {}
         rows = self._read(f"SELECT position, vector_send(embedding), {self._NOT_OURS} FROM messages_vec "
                           "WHERE conversation_id = %s AND position = ANY(%s)",
-                          (*self._ours(self._vec_dim), conversation_id, list(positions)))
+                          (*self._ours(self._own_dim()), conversation_id, list(positions)))
         self._raise_not_ours(rows, 2)
         out: dict[int, np.ndarray] = {}
         for pos, sent, _not_ours in rows:
@@ -2338,11 +2344,11 @@ class PostgresStore(SharedQueries):
                 return []
             sql = (f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = %s AND t.position = ANY(%s) "
                    "ORDER BY t.position")
-            params: tuple[Any, ...] = (*self._ours(self._vec_dim), conversation_id, list(positions))
+            params: tuple[Any, ...] = (*self._ours(self._own_dim()), conversation_id, list(positions))
         else:
             sql = (f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = %s AND t.position > %s "
                    "AND t.position <= %s ORDER BY t.position")
-            params = (*self._ours(self._vec_dim), conversation_id, after, MAX_POSITION)
+            params = (*self._ours(self._own_dim()), conversation_id, after, MAX_POSITION)
             if limit is not None:
                 sql += " LIMIT %s"
                 params += (limit,)
