@@ -10,7 +10,9 @@ is sent in place of the whole state, which the caller leaves unchanged, each too
 in it once (`tiermem.adapters.langchain.unique_call_ids`: a repeat, such as a server's
 `call_0` every round, renamed with its tool messages, in every `context_format`; the rows
 and the state keep the ids they have), and with `cache_marks` Anthropic's cache marks at
-the plan's breakpoints (`tiermem.adapters.langchain.context_input`). `timezone` (an
+the plan's breakpoints (`tiermem.adapters.langchain.context_input`), with
+`system_messages="in_turn"` its memory blocks between the turns as user-turn text
+(`tiermem.adapters.langchain.in_turn`: ChatAnthropic's form). `timezone` (an
 IANA name, checked when the instance is made) is the user's zone for every context it
 plans: the calendar of the days turns tell of and the clock of the dates shown (None:
 the memory's, or the namespaced view's, zone; a `tiermem.client.Client`'s: the server's).
@@ -137,6 +139,7 @@ from tiermem.adapters.langchain import (
     METADATA_STATUS_KEY,
     append_bodies,
     check_cache_marks,
+    check_system_messages,
     checked,
     context_input,
     to_openai,
@@ -381,13 +384,14 @@ class ConversationSync:
 
     def __init__(self, memory: MemoryLike, conversation_id: str, *, budget: int = DEFAULT_BUDGET_TOKENS,
                  system: str | None = None, timezone: str | None = None, namespace_recall: bool = True,
-                 cache_marks: int = 0) -> None:
+                 cache_marks: int = 0, system_messages: str = "as_is") -> None:
         self.memory = check_memory(memory)
         self.conversation_id = conversation_id
         self.budget = budget
         self.system = system
         self.namespace_recall = namespace_recall
         self.cache_marks = check_cache_marks(cache_marks)
+        self.system_messages = check_system_messages(system_messages)
         # refused here, not at the first model call mid-run
         self.timezone = optional_timezone(timezone)
         self._reset()
@@ -681,7 +685,7 @@ class ConversationSync:
                                   namespace_recall=self.namespace_recall, timezone=self.timezone)
         # as_stored sends a repeated call id as appended: renamed here, where it is model input
         # (and, with cache_marks, Anthropic's cache marks at the plan's breakpoints)
-        return context_input(ctx, self.cache_marks)
+        return context_input(ctx, self.cache_marks, self.system_messages)
 
     def model_input(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """Store the state's new messages, then plan the context for its latest human message."""

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike, check_memory
 from tiermem.adapters._langchain_sync import ConversationSync
-from tiermem.adapters.langchain import check_cache_marks
+from tiermem.adapters.langchain import check_cache_marks, check_system_messages
 from tiermem.tiers.errors import ThreadIdMissing, ThreadMismatch, ValidationError, shown
 from tiermem.tiers.zones import optional_timezone
 
@@ -96,10 +96,12 @@ class ThreadConversations:
     def __init__(self, adapter: str, memory: MemoryLike, conversation_id: str | None, *,
                  budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
                  shared_across_threads: bool = False, recall_across_threads: bool = False,
-                 max_threads: int = DEFAULT_MAX_THREADS, cache_marks: int = 0) -> None:
+                 max_threads: int = DEFAULT_MAX_THREADS, cache_marks: int = 0,
+                 system_messages: str = "as_is") -> None:
         # refused when the adapter is made, not at the first model call mid-run
         self.memory = check_memory(memory)
         self.cache_marks = check_cache_marks(cache_marks)
+        self.system_messages = check_system_messages(system_messages)
         self.timezone = optional_timezone(timezone)
         if conversation_id is not None and (type(conversation_id) is not str or not conversation_id):
             raise ValidationError("conversation_id", f"must be a non-empty string or None (None: each LangGraph "
@@ -152,7 +154,8 @@ class ThreadConversations:
             sync = self._syncs[thread_id] = ConversationSync(self.memory, conversation, budget=self.budget,
                                                               system=self.system, timezone=self.timezone,
                                                               namespace_recall=self.namespace_recall,
-                                                              cache_marks=self.cache_marks)
+                                                              cache_marks=self.cache_marks,
+                                                              system_messages=self.system_messages)
             if not self.namespace_recall and not self._told:
                 self._told = True
                 log.info("%s: namespace recall is off, by the adapter's default for a conversation per thread_id: "

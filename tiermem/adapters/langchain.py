@@ -71,7 +71,14 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages, convert_to_openai_messages
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    convert_to_messages,
+    convert_to_openai_messages,
+)
 
 from tiermem.adapters._common import (
     LANGCHAIN_CONTENT_KEY,
@@ -87,7 +94,7 @@ from tiermem.adapters._common import (
     metadata_limit,
     visible,
 )
-from tiermem.adapters.anthropic import chosen_breakpoints
+from tiermem.adapters.anthropic import CONTINUED_TEXT, chosen_breakpoints
 from tiermem.planner.plan import EPHEMERAL, MAX_BREAKPOINTS, Context
 from tiermem.tiers.errors import LimitExceeded, ValidationError
 from tiermem.tiers.formats import (
@@ -340,7 +347,7 @@ def _converted(bodies: list[dict[str, Any]], ids: Sequence[str | None] | None = 
     return out, ends
 
 
-def context_input(ctx: Context, cache_marks: int = 0) -> list[BaseMessage]:
+def context_input(ctx: Context, cache_marks: int = 0, system_messages: str = "as_is") -> list[BaseMessage]:
     """A planned context as a LangChain model's input: its messages (`to_langchain`),
     each tool call id once (`unique_call_ids`), and with `cache_marks` (0 to
     `MAX_BREAKPOINTS`) at most that many Anthropic `cache_control` marks where the plan's
@@ -359,12 +366,19 @@ def context_input(ctx: Context, cache_marks: int = 0) -> list[BaseMessage]:
     calls; else the message before). An AI message ending the context is prefill,
     which the API refuses with trailing whitespace and `to_anthropic` sends cut: its
     text block with trailing whitespace carries no mark either (the next call sends it
-    uncut, after a message of its own)."""
+    uncut, after a message of its own). `system_messages="in_turn"`: then sent as
+    `to_anthropic` sends them (`in_turn`), marks and all."""
     check_cache_marks(cache_marks)
+    check_system_messages(system_messages)
     messages, ends = _converted(list(ctx.messages))
     messages = unique_call_ids(messages)
-    if not cache_marks:
-        return messages
+    if cache_marks:
+        messages = _with_marks(ctx, messages, ends, cache_marks)
+    return in_turn(messages) if system_messages == "in_turn" else messages
+
+
+def _with_marks(ctx: Context, messages: list[BaseMessage], ends: list[int], cache_marks: int) -> list[BaseMessage]:
+    """`messages` (`ctx`'s, `_converted`'s `ends`) with `cache_marks` marks (`context_input`)."""
     # the last block that can carry a mark of the messages through each one: (message, block
     # index in its content, or -1 for string content)
     through: list[tuple[int, int] | None] = []
@@ -378,6 +392,61 @@ def context_input(ctx: Context, cache_marks: int = 0) -> list[BaseMessage]:
     for k, spot in marked:
         messages[k] = _marked(messages[k], spot)
     return messages
+
+
+# how a LangChain adapter sends the context's system messages (`in_turn`): as planned
+# (OpenAI's chat takes a system message anywhere), or as `to_anthropic` sends them
+SYSTEM_MESSAGE_FORMS = ("as_is", "in_turn")
+
+
+def check_system_messages(system_messages: object) -> str:
+    """`system_messages` checked: one of `SYSTEM_MESSAGE_FORMS`."""
+    if not isinstance(system_messages, str) or system_messages not in SYSTEM_MESSAGE_FORMS:
+        raise ValidationError("system_messages", f"must be one of {', '.join(SYSTEM_MESSAGE_FORMS)} "
+                                                 f"(in_turn for langchain-anthropic's ChatAnthropic), "
+                                                 f"got {system_messages!r}")
+    return system_messages
+
+
+def in_turn(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """A context's LangChain messages as `to_anthropic` sends them, for a model that takes
+    system text only ahead of the conversation: langchain-anthropic's `ChatAnthropic`
+    raises "Received multiple non-consecutive system messages" on a system message after
+    the conversation began when one opens it (and moves it into `system`, changing the
+    start of every request and so the prompt cache, when none does); chat templates
+    refuse one. The system messages the context opens with are one `SystemMessage` (a
+    text block per message, in order, as ChatAnthropic sends a run of them); a system
+    message after the conversation began (the memory blocks placed between the turns:
+    retrieved turns before the latest message, `system_messages="before_latest"`'s block)
+    is a `HumanMessage` of its content, which ChatAnthropic sends as text blocks of the
+    user turn it sits in (a tool result's turn: after the results), where the next
+    call's context holds it too; an opening AI message (the tail starts with a reply)
+    gets a `HumanMessage` of `CONTINUED_TEXT` first, as does a context of system messages
+    alone (the Messages API refuses an assistant opening and no message). Cache marks on
+    content blocks stay on their blocks."""
+    k = next((i for i, m in enumerate(messages) if not isinstance(m, SystemMessage)), len(messages))
+    head = list(messages[:k])
+    out: list[BaseMessage] = []
+    parts = [part for m in head for part in _blocks(m.content)]
+    if len(head) == 1:
+        out.append(head[0])
+    elif parts:
+        out.append(SystemMessage(parts))
+    # an empty one would be an empty user message (the API refuses one)
+    rest = [HumanMessage(m.content) if isinstance(m, SystemMessage) else m for m in messages[k:]
+            if not (isinstance(m, SystemMessage) and not m.content)]
+    # ChatAnthropic leaves out an empty AI message before the last: the one after it opens
+    sent = [m for m in rest if not (isinstance(m, AIMessage) and not m.content and not m.tool_calls)]
+    if not sent or isinstance(sent[0], AIMessage):
+        out.append(HumanMessage(CONTINUED_TEXT))
+    return out + rest
+
+
+def _blocks(content: str | list[str | dict[str, Any]]) -> list[str | dict[str, Any]]:
+    """A message's content as content blocks (a string one text block; an empty one none)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return [{"type": "text", "text": p} if isinstance(p, str) else p for p in content]
 
 
 def check_cache_marks(cache_marks: object) -> int:

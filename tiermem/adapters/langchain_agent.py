@@ -50,6 +50,14 @@ prefix first), placed as `tiermem.adapters.anthropic.to_anthropic` places them
 (`tiermem.adapters.langchain.context_input`); Anthropic reads a cached prefix only up to
 a mark. Leave room for marks of your own (tools, `create_agent(system_prompt=...)`):
 Anthropic takes four a request.
+
+`system_messages` ("as_is", the default, for OpenAI and others that take a system
+message anywhere; "in_turn" for `ChatAnthropic` and chat templates that take system text
+only ahead of the turns): how the memory blocks placed between the turns are sent. As
+planned, the retrieved turns are a `SystemMessage` before the latest message, which
+`ChatAnthropic` refuses ("Received multiple non-consecutive system messages") when a
+system message opens the input; "in_turn" sends them as text of the user turn they sit
+in, as `tiermem.adapters.anthropic.to_anthropic` does (`tiermem.adapters.langchain.in_turn`).
 """
 
 from __future__ import annotations
@@ -78,13 +86,14 @@ class TiermemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def __init__(self, memory: MemoryLike, conversation_id: str | None = None, *,
                  budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
                  shared_across_threads: bool = False, recall_across_threads: bool = False,
-                 max_threads: int = DEFAULT_MAX_THREADS, cache_marks: int = 0) -> None:
+                 max_threads: int = DEFAULT_MAX_THREADS, cache_marks: int = 0,
+                 system_messages: str = "as_is") -> None:
         super().__init__()
         self.threads = ThreadConversations(type(self).__name__, memory, conversation_id, budget=budget,
                                            system=system, timezone=timezone,
                                            shared_across_threads=shared_across_threads,
                                            recall_across_threads=recall_across_threads, max_threads=max_threads,
-                                           cache_marks=cache_marks)
+                                           cache_marks=cache_marks, system_messages=system_messages)
 
     def conversation(self) -> ConversationSync:
         """The conversation of the run going on (its node's config: `langgraph.config.get_config()`;

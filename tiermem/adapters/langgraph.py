@@ -36,7 +36,10 @@ zone (checked when the hooks are made; None: the memory's, or the namespaced vie
 `TiermemHooks(..., cache_marks=N)` (0 to 4; 0, the default, for providers that cache
 without marks) puts at most N Anthropic `cache_control` marks on `llm_input_messages`
 for langchain-anthropic's `ChatAnthropic`, as the middleware does
-(`tiermem.adapters.langchain.context_input`).
+(`tiermem.adapters.langchain.context_input`), and `system_messages="in_turn"` sends the
+memory blocks placed between the turns as text of the user turn they sit in
+(`tiermem.adapters.langchain.in_turn`), which `ChatAnthropic` needs: it refuses a system
+message after the first turn when one opens the input (the default, "as_is", is OpenAI's).
 
 "Already stored" is read from the log at every sync, so several hooks on one conversation
 (workers sharing a checkpointer, or processes) store each message once
@@ -70,12 +73,13 @@ class TiermemHooks:
     def __init__(self, memory: MemoryLike, conversation_id: str | None = None, *,
                  budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
                  shared_across_threads: bool = False, recall_across_threads: bool = False,
-                 max_threads: int = DEFAULT_MAX_THREADS, cache_marks: int = 0) -> None:
+                 max_threads: int = DEFAULT_MAX_THREADS, cache_marks: int = 0,
+                 system_messages: str = "as_is") -> None:
         self.threads = ThreadConversations(type(self).__name__, memory, conversation_id, budget=budget,
                                            system=system, timezone=timezone,
                                            shared_across_threads=shared_across_threads,
                                            recall_across_threads=recall_across_threads, max_threads=max_threads,
-                                           cache_marks=cache_marks)
+                                           cache_marks=cache_marks, system_messages=system_messages)
 
     def conversation(self, config: RunnableConfig | None = None) -> ConversationSync:
         """The conversation of the run `config` belongs to (None: the running node's; a
