@@ -138,6 +138,18 @@ the turn classifier through their public methods. Its invariants:
   knocked a glass over", "my cat broke a glass": the verb is read by the article,
   possessive or object pronoun after it, whatever its form) tells an event, no value of
   that thing, and a statement of its state ("my cat is 5") never revises it.
+- What kind of the user's fact (`fact_kinds`, closed word classes): where they live,
+  where they work, what they eat, what they are called. A correction revises only a turn,
+  and of a turn only a statement, of a kind it tells too where both tell one (the rules,
+  the meaning search, a chain's head): "I now work as a nurse at Swedish Medical Center in
+  Seattle" is no move though it names the city the user moved to, "I moved to Seattle"
+  ends no job beside "I live in Portland", "I moved jobs" is no move. A state change of a
+  kind revises the latest statement of that kind held by the same party, as "make it
+  Wednesday" the latest weekday: "I'm vegetarian now" / "I went vegan" / "I don't eat
+  fish anymore" (`_DIET_CHANGE`) revise "I eat fish and chicken", never "my sister eats
+  fish"; a name given anew with the one it replaces ("call me Sam, not Samuel",
+  `_NAME_CHANGE`) revises the statement that gave that name, a greeting's ("Hi! I'm
+  Samuel Ortiz.") too, never another name. A statement of none of these kinds fits any.
 - Acknowledgements follow their source: an assistant turn shortly after a superseded
   statement that restates its value (the same slot value or name) is superseded by the
   same turn, so the echo is never presented as current either.
@@ -267,6 +279,98 @@ _STATE_CHANGE = re.compile(
     r"|\b(?:is|was) wrong[,:;.!]+\s*(?:it's|it is|it should be|the right one is|should be)\b"
     r"|^(?:sorry|oops|my mistake|my bad)[,.!:]?\s+(?:it's|it is|it should be|that should be|i meant)\b"
 )
+# A diet is a closed class of terms (classify's personal constraints know them too): "I'm
+# vegetarian now", "I went vegan", "I stopped eating meat", "I don't eat fish anymore" change
+# what the user eats, as "I moved to Seattle" changes where they live.
+DIET_TERMS = (r"vegetarian|vegan|pescatarian|pescetarian|flexitarian|keto|paleo|kosher|halal|carnivore"
+              r"|plant[- ]based|gluten[- ]free|dairy[- ]free|lactose[- ]free")
+_DIET_CHANGE = (
+    rf"\b(?:i|we|she|he|they)(?:'m|'re|'s| am| are| is)(?: (?:now|fully|strictly|completely|mostly|a|an))* "
+    rf"(?:{DIET_TERMS})(?: \w+)? (?:now|these days|from now on)\b"
+    rf"|\b(?:i|we|she|he|they)(?:'m|'re|'s| am| are| is) now (?:(?:fully|strictly|completely|mostly|a|an) )*"
+    rf"(?:{DIET_TERMS})\b"
+    rf"|\b(?:went|gone|going|turned|became|become|becoming|switched to|changed to) (?:(?:fully|strictly|completely"
+    rf"|mostly|a|an) )*(?:{DIET_TERMS})\b"
+    r"|\b(?:stopped|quit|quitting|gave up|giving up) eating\b"
+    r"|\b(?:don't|do not|doesn't|does not|no longer|never) eat\b[^.!?;]*\b(?:anymore|any more|these days|now)\b"
+)
+# A name given anew with the one it replaces ("call me Sam, not Samuel", "I go by Sam now,
+# not Samuel", "I'm Sam, not Samuel"): a name-giving pattern, then the old name after
+# "not" / "instead of" (`_old_values`), which the target must hold (`_NAME_PATTERN`).
+_NAME_GIVING = r"(?:call me|i go by|i'm called|i am called|my name is|my name's|i'm|i am)"
+_NAME_CHANGE = (rf"\b{_NAME_GIVING} [a-z][\w'-]*(?: now)?,? (?:not|instead of|rather than) [a-z]")
+_STATE_CHANGE = re.compile(_STATE_CHANGE.pattern + "|" + _DIET_CHANGE + "|" + _NAME_CHANGE)
+
+# --------------------------------------------------------------------------------------------------
+# Kinds of a person's facts
+# --------------------------------------------------------------------------------------------------
+
+# What a statement about a person tells, of the few kinds a life update changes on its own
+# (closed word classes; `fact_kinds`): where they live, where they work, what they eat, what
+# they are called. A change revises only a statement of the same kind where both tell one:
+# "I now work as a nurse at Swedish Medical Center in Seattle" is no move, though it names
+# the city the user moved to, and "I moved to Seattle" ends no job. A statement of none of
+# these kinds fits any (the other rules decide, as before).
+HOME = "home"
+WORK = "work"
+DIET = "diet"
+NAME = "name"
+_MOVE_NOT_HOME = (rf"jobs?|compan(?:y|ies)|teams?|employers?|roles?|positions?|departments?|desks?|offices?|"
+                  rf"on|forward|ahead|up|down|over|it|them|(?:to|up to|back to) (?:[$€£]?\d|{DAY_NAMES}|"
+                  rf"the (?:next|other)\b)")
+_KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (HOME, re.compile(
+        r"\b(?:live[sd]?|living) (?:in|at|on|near|with|by|outside|downtown|abroad|alone|here|there|"
+        r"close to|next to|just)\b"
+        r"|\b(?:i|we|he|she|they|family)(?:'ve| have| had| just| recently| finally| also| now)* "
+        r"(?:moved|relocated|move|am moving|'m moving|are moving|'re moving)\b(?! (?:" + _MOVE_NOT_HOME + r")\b)"
+        r"|\b(?:my|our|his|her|their) (?:new |old |current |home )?address\b", re.IGNORECASE)),
+    (WORK, re.compile(
+        r"\bwork(?:s|ed|ing)? (?:as|at|for|in|from|with|remotely|part[- ]time|full[- ]time|nights|days|shifts)\b"
+        r"|\b(?:jobs?|employer|employed|hired|career|profession|occupation|promoted)\b", re.IGNORECASE)),
+    (DIET, re.compile(
+        rf"\b(?:{DIET_TERMS}|diet|meat)\b"
+        r"|\b(?:eat|eats|eating|ate|eaten)\b(?! (?:out|in|at|with|together|lunch|dinner|breakfast|early|late)\b)",
+        re.IGNORECASE)),
+    # a name given: "my name is ...", "call me ...", "I go by ...", or "I'm" before a
+    # capitalised word that ends the clause or is followed by another ("I'm Samuel Ortiz.")
+    (NAME, re.compile(
+        r"\b(?i:my (?:first |last |full |nick)?name(?: is|'s)|call me|i go by|(?:i'm|i am) called)\s+\w"
+        r"|\b(?i:i'm|i am) [A-Z][a-z'-]+(?= [A-Z]|\s*[,.!;:)]|\s*$)")),
+)
+
+
+# the user's own name, whatever opens the clause ("By the way, call me Sam")
+_OWN_NAME = re.compile(r"\b(?i:call me|my (?:first |last |full |nick)?name(?: is|'s))\b")
+
+
+def fact_kinds(text: str) -> frozenset[str]:
+    """The kinds of a person's fact `text` (as written, capitals kept) tells (`_KIND_PATTERNS`)."""
+    return frozenset(kind for kind, pat in _KIND_PATTERNS if pat.search(text))
+
+
+def _held_kinds(text: str) -> frozenset[tuple[str, str]]:
+    """(kind, holder) of each clause of `text` that tells a kind of a person's fact and
+    names whose it is (`_holder`): "I eat fish" is the user's diet, "my sister eats
+    fish" nobody's the rules can tell, so no diet of the user's."""
+    out: set[tuple[str, str]] = set()
+    for a, e in statement_spans(text):
+        for clause in _CLAUSE_CUT.split(text[a:e]):
+            kinds = fact_kinds(clause)
+            holder = _holder(clause) if kinds else None
+            if holder is None and NAME in kinds and _OWN_NAME.search(clause):
+                holder = SELF_HOLDER  # "By the way, call me Sam": an order, of the user's own name
+            if holder is not None:
+                out.update((k, holder) for k in kinds)
+    return frozenset(out)
+
+
+def _kinds_fit(new: AbstractSet[str], old: AbstractSet[str]) -> bool:
+    """Whether a statement of kinds `new` may revise one of kinds `old`: the same kind, or
+    either tells none."""
+    return not new or not old or bool(new & old)
+
+
 # A change of mind ("I changed my mind about the trip to Porto, let's skip it.", "I changed
 # my mind, I want a window seat."): a choice revised, no change of the speaker's state, so
 # not a `_STATE_CHANGE` ("I changed jobs" is one). Where it says what it is about (`obj`:
@@ -976,7 +1080,13 @@ def _shared(text: str, words: Mapping[str, float], other: str, other_words: Mapp
 def _old_values(text: str) -> set[str]:
     vals = set()
     for m in _OLD_VALUE.finditer(text):
-        v = m.group(1).strip(" .,!:;")
+        v = m.group(1)
+        # a value ends with its sentence ("not Samuel. Everyone does." names "Samuel"), not
+        # at a title's period ("not St. Louis")
+        end = _SENTENCE.search(v)
+        if end is not None and v[:end.start()].split()[-1].rstrip(".!?") not in _TITLES:
+            v = v[:end.start()]
+        v = v.strip(" .,!:;")
         low = v.lower()
         if low in _STOP or len(low) < 2:
             continue
@@ -1070,7 +1180,12 @@ def find_superseded(
     cue_txt = cue[1] if cue else state.group(0) if state else framed or ""
     # whose fact and about what: someone else's change never revises the user's own, nor a
     # statement about one thing another's (may_revise)
-    eligible = [c for c in candidates if c.intent not in NOT_SUPERSEDABLE
+    # what kind of the user's fact it tells (where they live, work, what they eat, their
+    # name): it revises only a turn of the same kind where both tell one (`fact_kinds`)
+    kinds = fact_kinds(text)
+    held = _held_kinds(text) if state is not None else frozenset()
+    eligible = [c for c in candidates if (c.intent not in NOT_SUPERSEDABLE or _gives_name(kinds, c))
+                and _kinds_fit(kinds, fact_kinds(c.text))
                 and voices_may_revise(text, speaker, c.text, c.speaker)]
     if not eligible:
         return []
@@ -1120,14 +1235,25 @@ def find_superseded(
         slot_score = 0.0 if not same else 0.5 if same == ["number"] and _unitless_number(slots, cslots) else 1.0
         if same:
             why.append("slot " + "/".join(same))
+        # a state change of a kind ("I'm vegetarian now", "I moved to ...") revises the
+        # latest statement of that kind, as "make it Wednesday" does the latest weekday
+        # (a name given anew with the one it replaces, "call me Sam, not Samuel", revises
+        # only a turn that gave that name)
+        # (of the same holder, named by both: "I'm vegetarian now" is no change of "my
+        # sister eats fish")
+        same_kind = sorted({k for k, h in held & _held_kinds(c.text) if k != NAME or hit_old or not old_vals}) \
+            if held else []
+        kind_score = 1.0 if same_kind else 0.0
+        if same_kind:
+            why.append("kind " + "/".join(same_kind))
         sim_score = 0.0
         if embedding is not None and c.embedding is not None:
             sim = _cosine(embedding, c.embedding)
             if sim >= min_similarity:
                 sim_score = 1.0 + sim
                 why.append(f"sim={sim:.2f}")
-        score = old_score + lex_score + slot_score + sim_score
-        strong = old_score > 0 or sim_score > 0 or lex_score >= 2.0
+        score = old_score + lex_score + slot_score + sim_score + kind_score
+        strong = old_score > 0 or sim_score > 0 or lex_score >= 2.0 or kind_score > 0
         if score < 1.0:
             continue
         if orphan and not strong:
@@ -1161,6 +1287,12 @@ def find_superseded(
     if _RETRACTION_OPENER.match(norm):
         return _just_said(candidates, eligible, speaker, latest, f"retraction:'{cue_txt}' -> previous turn")
     return []
+
+
+def _gives_name(kinds: AbstractSet[str], c: Candidate) -> bool:
+    """Whether a name given anew (`kinds` holds NAME) may revise `c` though small talk:
+    a greeting that gives the user's name ("Hi! I'm Samuel Ortiz.") states it."""
+    return NAME in kinds and c.intent == "chitchat" and NAME in fact_kinds(c.text)
 
 
 def _without_times(cue_text: str, thing: re.Match[str]) -> str:
@@ -2776,8 +2908,12 @@ class Superseder:
             own = text[a:e]
             # only a statement of the same holder ("I moved" revises "I live ...", not
             # "my brother lives ..." beside it)
+            # nor one of another kind ("I moved to Seattle" revises "I live in Portland",
+            # not "I work at Providence Portland" beside it; `fact_kinds`)
+            kinds = fact_kinds(own)
             scores = [(_evidence(own, target.text[s:t]), (s, t)) for s, t in spans
-                      if voices_may_revise(own, speaker, target.text[s:t], target.speaker)]
+                      if voices_may_revise(own, speaker, target.text[s:t], target.speaker)
+                      and _kinds_fit(kinds, fact_kinds(target.text[s:t]))]
             if not scores:
                 continue
             best = max(sc for sc, _sp in scores)
@@ -2832,8 +2968,8 @@ class Superseder:
             if q in b.by or t.intent in NOT_SUPERSEDABLE:
                 continue
             cur = b.current_text(q)
-            if not voices_may_revise(text, speaker, cur, t.speaker):
-                continue  # someone else's value is not the one being changed
+            if not voices_may_revise(text, speaker, cur, t.speaker) or not _kinds_fit(fact_kinds(text), fact_kinds(cur)):
+                continue  # someone else's value, or another kind of fact, is not the one being changed
             if q in b.heads:
                 return [(q, f"elliptical replacement of the latest correction #{q}")]
             has = _entities(cur), set(_slots(cur))
@@ -2928,10 +3064,13 @@ class Superseder:
         clearly on the same topic. An elliptical replacement ("make it light grey",
         "go with the Sonos speaker") asserts its value by its form: its object. A `routine`
         told only by "<pronoun> now <verb>" (`ROUTINE_NOW`) revises a turn that shares a
-        content word with it, the same activity."""
+        content word with it, the same activity. A turn of another kind of the user's
+        fact (`fact_kinds`: where they live, where they work) is no target however near."""
+        kinds = fact_kinds(text)
         eligible = [(cos, pool[q]) for q, cos in near  # nearest first
                     if q in pool and q not in superseded and pool[q].role == "user"
                     and pool[q].intent not in NOT_SUPERSEDABLE
+                    and _kinds_fit(kinds, fact_kinds(pool[q].text))  # a job is no move
                     and voices_may_revise(text, speaker, pool[q].text, pool[q].speaker)
                     and _choice_fits(_choice_only(text), pool[q].text, pool[q].intent)]
         if not eligible or eligible[0][0] < SUPERSEDE_MIN_COSINE:
