@@ -183,6 +183,9 @@ class TurnView:
     tool_calls: list[ToolCall] = field(default_factory=list)
     result_of: str | None = None  # the call id this tool message answers
     auto_pinned: bool = False  # held in the hot set as a load-bearing turn, without an explicit pin
+    # the statements of a turn superseded in part, each with its own replacing turn and
+    # interval (`Memory.facts`' statement entries; `validity` is one of them)
+    superseded_parts: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _short(text: str, limit: int = TOOL_TEXT_CHARS) -> str:
@@ -259,7 +262,12 @@ def turns_page(mem: Memory, namespace: str, name: str, page: int | None) -> Turn
         if cid:
             results.setdefault(cid, m)
     # the page's rows only (and the chains of corrections they start), never every turn
-    validity = {v.position: v.to_json() for v in mem.facts(name, namespace=namespace, start=start, end=end)}
+    facts = mem.facts(name, namespace=namespace, start=start, end=end)
+    validity = {v.position: v.to_json() for v in facts}
+    parts: dict[int, list[dict[str, Any]]] = {}
+    for v in facts:
+        if v.span is not None and v.status == "superseded":
+            parts.setdefault(v.position, []).append(v.to_json())
     hot = hot_figures(mem, key)
     warm = warm_positions(mem, key)
     rows = []
@@ -283,7 +291,7 @@ def turns_page(mem: Memory, namespace: str, name: str, page: int | None) -> Turn
             t.intent if t else None, t.label_reason if t else None, bool(t and t.load_bearing),
             t.priority if t else 0, t.pinned_priority if t else None, t.superseded_by if t else None,
             validity.get(m.position), tiers, calls, result_of(m),
-            t is not None and t.pinned_priority is None and pin_state(t)[0]))
+            t is not None and t.pinned_priority is None and pin_state(t)[0], parts.get(m.position, [])))
     return TurnsPage(name, namespace, rows, page, pages, last, hot)
 
 
