@@ -75,7 +75,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
@@ -125,7 +125,7 @@ from tiermem.tiers.recount import Recount
 from tiermem.tiers.statements import turn_states
 from tiermem.tiers.store import INDEX_POOL_BATCHES, ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
-from tiermem.tiers.turncache import PENDING_RECHECK_TURNS, TurnCache, TurnTable
+from tiermem.tiers.turncache import PENDING_RECHECK_TURNS, TurnCache
 from tiermem.tiers.zones import Zone, optional_timezone
 
 if TYPE_CHECKING:
@@ -228,14 +228,15 @@ CONTEXT_EMBED_POOLS = 1
 # the key of `Plan.timings_ms` (cumulative, as every key there) when the context's inline
 # catch-up of pending turns ended: its own time is `stage_ms[EMBED_PENDING_STAGE]`
 EMBED_PENDING_STAGE = "embed_pending"
-# the longest a context waits (seconds) for turns of its conversation that another
-# catch-up of this process (the background indexer, another call's) read first, and so
-# left out of its own catch-up (tiers.catchup.Claims), until their vectors are stored and
-# their hooks ran (`ColdLog.wait_decided`): without it the plan scored whichever of the
+# the longest a context (or a search) waits (seconds) for turns of its conversation (of
+# its scope) that another catch-up of this process (the background indexer, another
+# call's) read first, and so left out of its own catch-up (tiers.catchup.Claims), until
+# their vectors are stored and their hooks ran (`ColdLog.wait_decided`, one home:
+# `Memory._await_claimed`): without it the plan (the ranking) scored whichever of the
 # newest turns the indexer had not finished without a vector, and the same appends and
-# calls gave different contexts run to run. About a small pool's embedding (an append's
-# few turns) and hooks at p99 on 2 cores; past it the context goes on without them and
-# its plan says so (`Plan.vectors_pending`, `Plan.retrieval`)
+# calls gave different contexts (hits) run to run. About a small pool's embedding (an
+# append's few turns) and hooks at p99 on 2 cores; past it the call goes on without them
+# and says so (`Plan.vectors_pending` and `Plan.retrieval`, `SearchHits.vectors_pending`)
 CLAIMED_WAIT_S = 0.2
 MS_PER_S = 1000.0  # Plan.timings_ms is in milliseconds
 
@@ -1512,7 +1513,16 @@ class Memory:
             else:  # this namespace's backlog only
                 stored = self.cold.index_pending(namespace=ns, batch=self.config.embedding_batch_size,
                                                  max_rows=most, stop=bound)
-            if bound.fired or stored >= most:  # not a store without a model (read-only, none)
+            waited = False
+            if not (bound.fired or stored >= most) and self.cold.embedder is not None:
+                # turns of the scope its catch-up left to another one of this process (the
+                # indexer, woken by the append, claimed the newest): waited for, as a context
+                # does, else the ranking depended on which thread claimed them
+                held = ([key] if conversation_id is not None else
+                        [c for c in sorted(self.cold.undecided_conversations()) if self.cold.namespace_of(c) == ns])
+                waited = bool(self._await_claimed(dict.fromkeys(held)))
+            if bound.fired or stored >= most or waited:  # not a store without a model (read-only, none)
+                # (after a wait: what is still held, or was given up by a failed catch-up)
                 pending = (self.cold.pending_embeddings(key) if conversation_id is not None
                            else self.cold.pending_embeddings(namespace=ns))
             if pending and self._indexer is not None:
@@ -1624,7 +1634,8 @@ class Memory:
         table = None
         failure: Exception | None = None
         cut = 0  # turns left without a vector by CONTEXT_EMBED_POOLS
-        claimed = 0  # turns another catch-up of this process still held after CLAIMED_WAIT_S
+        claimed = 0  # turns still without a vector after waiting CLAIMED_WAIT_S for other catch-ups
+        given_up = False  # ... none held them any more (a catch-up failed, or they came after its read)
         # the plan's timings start here, not where the planner starts: the stages before it
         # (the turn table, the inline catch-up, the hot and warm reads) are the call's too
         t0 = time.perf_counter()
@@ -1646,7 +1657,16 @@ class Memory:
                 if bound.fired or stored >= most:  # not a store without a model (read-only, none)
                     cut = int((~table.has_vec).sum())
                 elif self.cold.embedder is not None and not bool(table.has_vec.all()):
-                    table, claimed = self._await_claimed(conv, table, tz)
+                    pending = [int(p) for p in table.positions[~table.has_vec]]
+                    waited = self._await_claimed({conv: pending})
+                    # read again after the wait (or for vectors committed since the first
+                    # read), once per PENDING_RECHECK_TURNS of them, the turns a get rechecks:
+                    # whatever the wait's outcome, never once per wake-up
+                    for _ in range(-(-len(pending) // PENDING_RECHECK_TURNS)):
+                        table = self.turns.get(conv, tz)
+                    if waited:
+                        claimed = int((~table.has_vec).sum())
+                        given_up = not waited[conv]
                 if cut and self._indexer is not None:
                     self._indexer.wake.set()  # the rest: the background catch-up, from now
         except Exception as exc:
@@ -1675,32 +1695,28 @@ class Memory:
                                    "background), found by keywords and recency only")
         elif claimed:
             ctx.plan.vectors_pending = claimed
-            ctx.plan.retrieval += (f"; dense ranking partial: {claimed} turn(s) were still being embedded by "
-                                   f"another catch-up of this process after {CLAIMED_WAIT_S * MS_PER_S:.0f} ms, "
-                                   "found by keywords and recency only")
+            why = ("have no vector yet" if given_up else "were still being embedded by another catch-up of "
+                   f"this process after {CLAIMED_WAIT_S * MS_PER_S:.0f} ms")
+            ctx.plan.retrieval += f"; dense ranking partial: {claimed} turn(s) {why}, found by keywords and recency only"
         return ctx
 
-    def _await_claimed(self, conv: str, table: TurnTable, tz: str) -> tuple[TurnTable, int]:
-        """After a context's own catch-up left turns of `conv` without a vector (another
-        catch-up of this process read them first, tiers.catchup.Claims): wait, at most
-        CLAIMED_WAIT_S, until that one stored their vectors and ran their hooks, then read
-        the table again (its copy knew them pending). Answers the table and how many of
-        its turns are still held by another catch-up (0: it saw every one). Only this
-        process's catch-ups are seen (claims are not rows): another process's claim on a
-        turn never kept this one from embedding it itself, as before. Neither waits on the
-        other: the indexer's thread never waits for a context (hooks never wait)."""
-        pending = [int(p) for p in table.positions[~table.has_vec]]
-        # one look without waiting: the common case (another catch-up held none of them)
-        # costs no wait; a vector committed since this call's first read is read below
-        held = not self.cold.wait_decided(conv, pending, 0.0)
-        if held and not self.cold.wait_decided(conv, pending, CLAIMED_WAIT_S):
-            table = self.turns.get(conv, tz)
-            left = [int(p) for p in table.positions[~table.has_vec]]
-            return table, len(left) if not self.cold.wait_decided(conv, left, 0.0) else 0
-        # the copy rechecks PENDING_RECHECK_TURNS of its pending turns per get
-        for _ in range(-(-len(pending) // PENDING_RECHECK_TURNS)):
-            table = self.turns.get(conv, tz)
-        return table, 0
+    def _await_claimed(self, turns: Mapping[str, Sequence[int] | None]) -> dict[str, bool]:
+        """After a context's or a search's own catch-up left turns of its scope without a
+        vector (another catch-up of this process read them first, tiers.catchup.Claims):
+        wait, at most CLAIMED_WAIT_S in all, until whichever holds them stored their
+        vectors and ran their hooks. `turns`: conversation key -> positions (None: any of
+        its turns). Answers the conversations that were held, each with whether it still
+        was past the bound (empty: none was held, which costs no wait); the caller reads
+        what it needs again once after it. Woken by each release (`ColdLog.wait_decided`),
+        never polled. Only this process's catch-ups are seen (claims are not rows):
+        another process's claim on a turn never kept this one from embedding it itself,
+        as before. Neither waits on the other: the indexer's thread never waits for a
+        context or a search (hooks never wait)."""
+        deadline = time.monotonic() + CLAIMED_WAIT_S
+        # one look without waiting first: the common case (none held) costs no wait
+        held = [conv for conv, positions in turns.items() if not self.cold.wait_decided(conv, positions, 0.0)]
+        return {conv: not self.cold.wait_decided(conv, turns[conv], max(0.0, deadline - time.monotonic()))
+                for conv in held}
 
     def _hot_view(self, conv: str) -> HotView:
         from tiermem.planner.build import HotView

@@ -80,9 +80,9 @@ class Claims:
     claim or reads the turn's `embedded = 1` (its read comes after the commit), never
     neither. Only this process's catch-ups are told; another process's are kept from
     storing a vector twice by the store step's `embedded = 0` recheck, as before. A
-    context whose catch-up left turns of its conversation to another one then waits for
-    them (`Deciding.wait`, at most Memory's CLAIMED_WAIT_S): else its plan depended on
-    which thread claimed the turn just appended. Another process's claims are not seen:
+    context (a search) whose catch-up left turns of its conversation (its scope) to
+    another one then waits for them (`Deciding.wait`, at most Memory's CLAIMED_WAIT_S):
+    else its plan (its hits) depended on which thread claimed the turn just appended. Another process's claims are not seen:
     its turns are embedded here too, as before.
 
     One reader does not leave them: supersession's catch-up of the turns before a live
@@ -242,9 +242,20 @@ class Deciding:
         """The end of the caller's catch-up: whatever it still holds (read, not stored)."""
         self.release(list(mine.elements()), mine)
 
-    def wait(self, conversation_id: str, positions: Iterable[int], timeout_s: float) -> bool:
-        """Until no catch-up of this store holds any of `positions` of `conversation_id`,
-        at most `timeout_s` seconds: whether that came (False: one still held them)."""
+    def wait(self, conversation_id: str, positions: Iterable[int] | None, timeout_s: float) -> bool:
+        """Until no catch-up of this store holds any of `positions` of `conversation_id`
+        (None: any of its turns, as a search that knows no positions asks), at most
+        `timeout_s` seconds: whether that came (False: one still held them). Woken by each
+        release, never polled."""
+        if positions is None:
+            with self._changed:
+                return self._changed.wait_for(lambda: not any(c == conversation_id for c, _ in self._held),
+                                              timeout=timeout_s)
         turns = [(conversation_id, p) for p in positions]
         with self._changed:
             return self._changed.wait_for(lambda: not any(t in self._held for t in turns), timeout=timeout_s)
+
+    def conversations(self) -> set[str]:
+        """The conversations (keys) some of whose turns a catch-up of this store holds now."""
+        with self._changed:
+            return {c for c, _ in self._held}

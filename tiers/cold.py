@@ -960,9 +960,13 @@ class ColdStore(SharedQueries):
             deciding.release_all(undecided)
         return done
 
-    def wait_decided(self, conversation_id: str, positions: Sequence[int], timeout_s: float) -> bool:
+    def wait_decided(self, conversation_id: str, positions: Sequence[int] | None, timeout_s: float) -> bool:
         """`ColdLog.wait_decided`."""
         return self._deciding.wait(conversation_id, positions, timeout_s)
+
+    def undecided_conversations(self) -> set[str]:
+        """`ColdLog.undecided_conversations`."""
+        return self._deciding.conversations()
 
     def _owed_record(self, keys: list[str], mark: str) -> None:
         """tiers.owed's rows, and its mark that sends the other processes to read them."""

@@ -754,9 +754,10 @@ class SearchHits(list[SearchHit]):
     the error's type, not its message, which names the model's path), None where by
     meaning and keywords both. `vectors_pending`: turns in the search's scope without a
     vector yet that this call left to the background catch-up (a bulk import's backlog
-    past the one pool a search embeds inline: `tiermem.memory.CONTEXT_EMBED_POOLS`):
-    the dense ranking did not see them, the keyword ranking did; 0 when it saw every turn
-    it could."""
+    past the one pool a search embeds inline: `tiermem.memory.CONTEXT_EMBED_POOLS`; or
+    turns another catch-up of the process was still embedding after the search waited
+    `tiermem.memory.CLAIMED_WAIT_S` for them, or gave up): the dense ranking did not see
+    them, the keyword ranking did; 0 when it saw every turn it could."""
 
     degraded: str | None = None
     vectors_pending: int = 0

@@ -2199,9 +2199,13 @@ class PostgresStore(SharedQueries):
             claims.release(list(mine), mine)
             self._deciding.release_all(undecided)
 
-    def wait_decided(self, conversation_id: str, positions: Sequence[int], timeout_s: float) -> bool:
+    def wait_decided(self, conversation_id: str, positions: Sequence[int] | None, timeout_s: float) -> bool:
         """`ColdLog.wait_decided`."""
         return self._deciding.wait(conversation_id, positions, timeout_s)
+
+    def undecided_conversations(self) -> set[str]:
+        """`ColdLog.undecided_conversations`."""
+        return self._deciding.conversations()
 
     def _index_pools(self, conversation_id: str | None, batch: int, max_rows: int | None,
                      progress: Callable[[int], None] | None, end: int | None, pool_batches: int,

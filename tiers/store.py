@@ -322,11 +322,16 @@ class ColdLog(Protocol):
         its vector and runs its hook."""
         ...
 
-    def wait_decided(self, conversation_id: str, positions: Sequence[int], timeout_s: float) -> bool:
+    def wait_decided(self, conversation_id: str, positions: Sequence[int] | None, timeout_s: float) -> bool:
         """Wait, at most `timeout_s` seconds, until no catch-up of this store object holds
-        any of `positions` between its read and the end of its `on_embedded` hook
-        (tiers.catchup.Deciding): whether none does now. Another process's catch-ups are
-        not seen."""
+        any of `positions` (None: any turn of the conversation) between its read and the
+        end of its `on_embedded` hook (tiers.catchup.Deciding): whether none does now.
+        Another process's catch-ups are not seen."""
+        ...
+
+    def undecided_conversations(self) -> set[str]:
+        """The conversations (keys) with turns a catch-up of this store object holds now
+        (`wait_decided`'s): in memory, no statement."""
         ...
 
     def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:
