@@ -862,7 +862,8 @@ class Config(BaseSettings):
     ui_cookie_secure: Literal["auto", "always"] = Field("auto", description=(
         "the inspector's login cookie (it holds the API token) is Secure: 'auto' when the request is https "
         "(directly, or by X-Forwarded-Proto from a proxy in http_forwarded_allow_ips); 'always' on every "
-        "request (a browser keeps it over https and on http://localhost only)"))
+        "request (a browser keeps it over https and on http://localhost only; opened over plain http elsewhere, "
+        "the inspector's login page says so)"))
     max_body_bytes: int = Field(2 * DEFAULT_MAX_CONTENT_BYTES, ge=MIN_BODY_BYTES, le=MAX_BODY_BYTES_LIMIT)
     pricing: Pricing = Field(default_factory=Pricing)
 

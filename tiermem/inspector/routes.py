@@ -5,7 +5,10 @@ Auth and scope, the same walls as the API (tiermem.service):
 - The credential is an API token, typed once into `/ui/login` and kept in an HttpOnly,
   SameSite=Strict cookie limited to `/ui` (Secure over https, as uvicorn tells it: behind a
   proxy only one in `http_forwarded_allow_ips`; or always, `ui_cookie_secure`); it is never put in a URL
-  and never echoed into a page. The cookie holds it percent-encoded (`_cookie_value`):
+  and never echoed into a page. Where a browser will drop that Secure cookie (a page on
+  plain http at a host other than loopback: `Inspector.cookie_refused`), the login page and
+  the sign-in's answer say so and how to get out, instead of a redirect back to the login.
+  The cookie holds it percent-encoded (`_cookie_value`):
   a configured token is visible ASCII (tiermem.service.auth), of which `"` `;` `,` `\\`
   are no cookie-octets (RFC 6265); a cookie set as the token itself (an older server's,
   of a token with no `%`) reads back as that token. Every request re-checks it against
@@ -27,6 +30,7 @@ Auth and scope, the same walls as the API (tiermem.service):
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import re
@@ -49,6 +53,7 @@ from tiermem.inspector import charts, data
 from tiermem.inspector.metrics import PlanMetrics
 from tiermem.memory import MAX_BUDGET_TOKENS, Memory
 from tiermem.planner.plan import SLICES, read_stored_plan
+from tiermem.service.guard import host_of
 from tiermem.service.head import HeadRoute
 from tiermem.tiers.errors import ConversationNotFound, TiermemError, ValidationError
 from tiermem.tiers.models import MAX_POSITION, MAX_TIMESTAMP, validate_id, validate_namespace
@@ -242,6 +247,19 @@ class Inspector:
         https only as uvicorn sees it, that is behind a proxy in `http_forwarded_allow_ips`."""
         return self.runtime.config.ui_cookie_secure == "always" or request.url.scheme == "https"
 
+    def cookie_refused(self, request: Request) -> bool:
+        """Whether a browser will refuse the login cookie this request gets: it is Secure
+        (`always`) and the page is plain http to a host that is not loopback, where no
+        browser keeps a Secure cookie; signing in then led back to the login page, silently.
+        A hint for the page only, never for the cookie (it stays Secure): a TLS proxy that
+        is not in `http_forwarded_allow_ips` still names https in its forwarded headers,
+        which count here from any client, as a page on https is no loop."""
+        if not (self.runtime.auth.enabled and self.cookie_secure(request)) or request.url.scheme == "https":
+            return False
+        if _forwarded_https(request.headers.get("x-forwarded-proto"), request.headers.get("forwarded")):
+            return False
+        return not _browser_loopback(request.headers.get("host"))
+
     @staticmethod
     def csrf(request: Request) -> None:
         if request.headers.get("hx-request") != "true":
@@ -293,6 +311,35 @@ def _cookie_token(value: str | None) -> str | None:
     return urllib.parse.unquote(value) if value else None
 
 
+def _forwarded_https(x_forwarded_proto: str | None, forwarded: str | None) -> bool:
+    """Whether a proxy says the browser's request was https: `X-Forwarded-Proto: https`, or
+    `Forwarded: proto=https` (RFC 7239). The first entry of each, the proxy nearest the
+    browser (each further proxy appends its own)."""
+    if x_forwarded_proto and x_forwarded_proto.split(",")[0].strip().lower() == "https":
+        return True
+    for pair in (forwarded or "").split(",")[0].split(";"):
+        name, _, value = pair.partition("=")
+        if name.strip().lower() == "proto" and value.strip().strip('"').lower() == "https":
+            return True
+    return False
+
+
+def _browser_loopback(host_header: str | None) -> bool:
+    """Whether browsers take the Host a page was opened at for this machine, where they keep
+    a Secure cookie over plain http too: `localhost`, a name under `.localhost`, a
+    loopback address (127.0.0.0/8, ::1). No Host, or one of no such form: not loopback."""
+    host = host_of(host_header) if host_header else None
+    if host is None:
+        return False
+    host = host.rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name
+        return False
+
+
 def _escape(s: str) -> str:
     return str(markupsafe.escape(s))
 
@@ -307,7 +354,8 @@ def build_router(ins: Inspector) -> APIRouter:
 
     @r.get("/login")
     def login_page(request: Request) -> HTMLResponse:
-        return ins.page(request, "login.html", title="Sign in")
+        # said before the token is typed: where the browser will refuse the cookie
+        return ins.page(request, "login.html", title="Sign in", cookie_refused=ins.cookie_refused(request))
 
     @r.post("/login")
     async def login(request: Request) -> Response:
@@ -316,7 +364,14 @@ def build_router(ins: Inspector) -> APIRouter:
         grant = ins.runtime.auth.grant(f"Bearer {body.token}")
         if grant is None or not ins.runtime.auth.enabled:
             return _html('<p class="error" role="alert">That token is not valid here.</p>', 401)
-        resp = Response(status_code=200, headers={"HX-Redirect": "/ui/"})
+        if ins.cookie_refused(request):
+            # no redirect into the loop: the form says why the browser drops the cookie and
+            # the two ways out. The cookie is still set, Secure (a browser over http drops it,
+            # and the token crossed the network in this POST anyway); where the hint is wrong
+            # (a TLS proxy that names no scheme) it is kept, and the page's link goes on.
+            resp: Response = _html(ins.env.get_template("_cookie_refused.html").render(signed_in=True))
+        else:
+            resp = Response(status_code=200, headers={"HX-Redirect": "/ui/"})
         resp.set_cookie(COOKIE, _cookie_value(body.token.strip()), path=COOKIE_PATH, httponly=True,
                         samesite="strict", secure=ins.cookie_secure(request))
         return resp
