@@ -23,7 +23,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # every module under tests/: a module that imported it would own a session fixture of its
 # own, so a server of its own, running until the session ends (110 modules did: ~100
 # servers, 5 GiB of /dev/shm, at once). pg_server.pg_url refuses a second start in one process.
-from pg_server import pg_url  # noqa: F401  (pytest fixture)
+from pg_server import (
+    pg_url,  # noqa: F401  (pytest fixture)
+    schemas_dropped_at_end,
+)
 
 from tiermem import Config, Memory
 from tiermem.evals.baselines import OpenedMemory, close_memory, open_memory
@@ -31,6 +34,24 @@ from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.embed import Embedder, SentenceTransformerEmbedder
 from tiermem.tiers.embed_onnx import FastEmbedder, build_embedder
 from tiermem.tiers.tokens import BpeTokenCounter
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_schemas_dropped() -> Iterator[None]:
+    """The PostgreSQL schemas a module-scoped fixture made (fresh_schema), and any a child
+    process of the module's tests made, dropped at the module's end: set up before the
+    module's own fixtures (autouse first within a scope), torn down after them."""
+    with schemas_dropped_at_end(sweep=True):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _test_schemas_dropped() -> Iterator[None]:
+    """The PostgreSQL schemas a test and its function-scoped fixtures made, dropped at its
+    end (after those fixtures' teardown closed their stores): a worker's server otherwise
+    holds every schema of the run, and catalog-wide steps slow with them (pg_server.py)."""
+    with schemas_dropped_at_end():
+        yield
 
 
 @pytest.fixture(scope="session")

