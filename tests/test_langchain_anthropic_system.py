@@ -10,8 +10,9 @@ Before, the adapters put the retrieved turns in a `SystemMessage` just before th
 message, and `ChatAnthropic._format_messages` raises "Received multiple non-consecutive
 system messages" on that whenever a system message opens the context (the adapter's
 `system`, a pinned block): an agent on Claude failed at its first call that retrieved
-anything; `system_messages` did not exist (the adapters refused the keyword). The
-default (`"as_is"`, for OpenAI, which takes a system message anywhere) is unchanged.
+anything; `system_messages` did not exist (the adapters refused the keyword). "as_is"
+(for OpenAI, which takes a system message anywhere) sends them as before; the default
+picks per model (test_langchain_anthropic_auto).
 
 Against the real packages (langchain, langgraph, langchain-anthropic, the anthropic SDK)
 and a real HTTP server on 127.0.0.1 standing in for the Messages API, answering from a
@@ -230,12 +231,13 @@ def test_in_turn_takes_each_memory_policy(tmp_path: Path, embedder: Embedder, se
 
 
 @pytest.mark.parametrize("build", ADAPTERS)
-def test_the_default_is_what_chatanthropic_refuses(cold_memory: Memory, server: MessagesServer, build: Build) -> None:
-    # why the option exists: the default (OpenAI's form, unchanged) puts the retrieved turns
-    # in a system message between the turns, which ChatAnthropic refuses before sending
+def test_as_is_is_what_chatanthropic_refuses(cold_memory: Memory, server: MessagesServer, build: Build) -> None:
+    # why the form exists: "as_is" (OpenAI's form, the default's for any other model) puts the
+    # retrieved turns in a system message between the turns, which ChatAnthropic refuses
+    # before sending (the default picks in_turn for it: test_langchain_anthropic_auto)
     _prefill(cold_memory)
     with pytest.raises(ValueError, match="non-consecutive system messages"):
-        _run(build, server, cold_memory, system=SYSTEM)
+        _run(build, server, cold_memory, system=SYSTEM, system_messages="as_is")
     assert server.bodies == []
 
 
@@ -275,7 +277,7 @@ def test_in_turn(messages: list[BaseMessage], expected: list[BaseMessage]) -> No
 @pytest.mark.parametrize("bad", [
     "merge",  # Memory's policy (Config.system_messages), not the adapter's
     "",  # empty
-    None,  # no string
+    1,  # no string (None is the default: chosen per call by the model)
 ])
 @pytest.mark.parametrize("adapter", [TiermemMiddleware, TiermemHooks])
 def test_a_bad_system_messages_is_refused_when_the_adapter_is_made(cold_memory: Memory, adapter: type,

@@ -12,7 +12,8 @@ in it once (`tiermem.adapters.langchain.unique_call_ids`: a repeat, such as a se
 and the state keep the ids they have), and with `cache_marks` Anthropic's cache marks at
 the plan's breakpoints (`tiermem.adapters.langchain.context_input`), with
 `system_messages="in_turn"` its memory blocks between the turns as user-turn text
-(`tiermem.adapters.langchain.in_turn`: ChatAnthropic's form). `timezone` (an
+(`tiermem.adapters.langchain.in_turn`: ChatAnthropic's form; None, the default: the
+form `model_input` is given for the call, the model's, else "as_is"). `timezone` (an
 IANA name, checked when the instance is made) is the user's zone for every context it
 plans: the calendar of the days turns tell of and the clock of the dates shown (None:
 the memory's, or the namespaced view's, zone; a `tiermem.client.Client`'s: the server's).
@@ -384,7 +385,7 @@ class ConversationSync:
 
     def __init__(self, memory: MemoryLike, conversation_id: str, *, budget: int = DEFAULT_BUDGET_TOKENS,
                  system: str | None = None, timezone: str | None = None, namespace_recall: bool = True,
-                 cache_marks: int = 0, system_messages: str = "as_is") -> None:
+                 cache_marks: int = 0, system_messages: str | None = None) -> None:
         self.memory = check_memory(memory)
         self.conversation_id = conversation_id
         self.budget = budget
@@ -680,15 +681,19 @@ class ConversationSync:
         mine += range(len(batch), len(batch) + len(new))
         return batch + to_openai(new, max_metadata_bytes=self._limit), len(tail), mine
 
-    def context_messages(self, query: str | None) -> list[BaseMessage]:
+    def context_messages(self, query: str | None, system_messages: str | None = None) -> list[BaseMessage]:
         ctx = self.memory.context(self.conversation_id, query, self.budget, system=self.system,
                                   namespace_recall=self.namespace_recall, timezone=self.timezone)
         # as_stored sends a repeated call id as appended: renamed here, where it is model input
-        # (and, with cache_marks, Anthropic's cache marks at the plan's breakpoints)
-        return context_input(ctx, self.cache_marks, self.system_messages)
+        # (and, with cache_marks, Anthropic's cache marks at the plan's breakpoints); the form
+        # made explicit wins over the call's (the model it goes to), "as_is" without either
+        form = self.system_messages or check_system_messages(system_messages) or "as_is"
+        return context_input(ctx, self.cache_marks, form)
 
-    def model_input(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-        """Store the state's new messages, then plan the context for its latest human message."""
+    def model_input(self, messages: Sequence[BaseMessage], system_messages: str | None = None) -> list[BaseMessage]:
+        """Store the state's new messages, then plan the context for its latest human message
+        (`system_messages`: the form for the model this call goes to, where the instance was
+        made without one)."""
         self.sync(messages)
         # from the end, one message at a time: converting the whole state cost a turn on a
         # long conversation its whole history
@@ -697,5 +702,5 @@ class ConversationSync:
                 continue
             body = to_openai([m])[0]
             if body.get("role") == "user":
-                return self.context_messages(latest_user_text([body]))
-        return self.context_messages(None)
+                return self.context_messages(latest_user_text([body]), system_messages)
+        return self.context_messages(None, system_messages)

@@ -69,10 +69,9 @@ DEFAULT_MAX_THREADS = 256
 log = logging.getLogger(__name__)
 
 
-def run_thread_id(config: RunnableConfig | None = None) -> str | None:
-    """The thread id of the run `config` belongs to (None: the running node's config,
-    `langgraph.config.get_config()`), as a conversation id; None where the run has none
-    or no run is going on."""
+def run_config(config: RunnableConfig | None = None) -> RunnableConfig | None:
+    """`config`, or (None) the running node's, `langgraph.config.get_config()`; None where
+    no run is going on."""
     if config is None:
         from langgraph.config import get_config
 
@@ -80,6 +79,16 @@ def run_thread_id(config: RunnableConfig | None = None) -> str | None:
             config = get_config()
         except RuntimeError:  # outside a runnable context: a hook called by hand
             return None
+    return config
+
+
+def run_thread_id(config: RunnableConfig | None = None) -> str | None:
+    """The thread id of the run `config` belongs to (None: the running node's config,
+    `langgraph.config.get_config()`), as a conversation id; None where the run has none
+    or no run is going on."""
+    config = run_config(config)
+    if config is None:
+        return None
     thread_id: Any = (config.get("configurable") or {}).get("thread_id")
     if thread_id is None or type(thread_id) is str:
         return thread_id
@@ -97,7 +106,7 @@ class ThreadConversations:
                  budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
                  shared_across_threads: bool = False, recall_across_threads: bool = False,
                  max_threads: int = DEFAULT_MAX_THREADS, cache_marks: int = 0,
-                 system_messages: str = "as_is") -> None:
+                 system_messages: str | None = None) -> None:
         # refused when the adapter is made, not at the first model call mid-run
         self.memory = check_memory(memory)
         self.cache_marks = check_cache_marks(cache_marks)

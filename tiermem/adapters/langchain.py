@@ -71,6 +71,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -79,6 +80,8 @@ from langchain_core.messages import (
     convert_to_messages,
     convert_to_openai_messages,
 )
+from langchain_core.runnables import RunnableBinding, RunnableConfig, RunnableSequence
+from langchain_core.runnables.configurable import DynamicRunnable
 
 from tiermem.adapters._common import (
     LANGCHAIN_CONTENT_KEY,
@@ -347,7 +350,7 @@ def _converted(bodies: list[dict[str, Any]], ids: Sequence[str | None] | None = 
     return out, ends
 
 
-def context_input(ctx: Context, cache_marks: int = 0, system_messages: str = "as_is") -> list[BaseMessage]:
+def context_input(ctx: Context, cache_marks: int = 0, system_messages: str | None = "as_is") -> list[BaseMessage]:
     """A planned context as a LangChain model's input: its messages (`to_langchain`),
     each tool call id once (`unique_call_ids`), and with `cache_marks` (0 to
     `MAX_BREAKPOINTS`) at most that many Anthropic `cache_control` marks where the plan's
@@ -367,7 +370,7 @@ def context_input(ctx: Context, cache_marks: int = 0, system_messages: str = "as
     which the API refuses with trailing whitespace and `to_anthropic` sends cut: its
     text block with trailing whitespace carries no mark either (the next call sends it
     uncut, after a message of its own). `system_messages="in_turn"`: then sent as
-    `to_anthropic` sends them (`in_turn`), marks and all."""
+    `to_anthropic` sends them (`in_turn`), marks and all (None: "as_is")."""
     check_cache_marks(cache_marks)
     check_system_messages(system_messages)
     messages, ends = _converted(list(ctx.messages))
@@ -399,13 +402,88 @@ def _with_marks(ctx: Context, messages: list[BaseMessage], ends: list[int], cach
 SYSTEM_MESSAGE_FORMS = ("as_is", "in_turn")
 
 
-def check_system_messages(system_messages: object) -> str:
-    """`system_messages` checked: one of `SYSTEM_MESSAGE_FORMS`."""
-    if not isinstance(system_messages, str) or system_messages not in SYSTEM_MESSAGE_FORMS:
-        raise ValidationError("system_messages", f"must be one of {', '.join(SYSTEM_MESSAGE_FORMS)} "
-                                                 f"(in_turn for langchain-anthropic's ChatAnthropic), "
-                                                 f"got {system_messages!r}")
+def check_system_messages(system_messages: object) -> str | None:
+    """`system_messages` checked: one of `SYSTEM_MESSAGE_FORMS`, or None (the adapters'
+    default: chosen per call by the model it goes to, `system_messages_for`)."""
+    if system_messages is not None and (not isinstance(system_messages, str)
+                                        or system_messages not in SYSTEM_MESSAGE_FORMS):
+        raise ValidationError("system_messages", f"must be None (chosen per call by the model: in_turn for an "
+                                                 f"Anthropic chat model such as ChatAnthropic) or one of "
+                                                 f"{', '.join(SYSTEM_MESSAGE_FORMS)}, got {system_messages!r}")
     return system_messages
+
+
+# ChatAnthropic's `_llm_type`, which its subclasses reaching Claude another way extend
+# ("anthropic-chat-vertexai"); each sends its input through langchain-anthropic's
+# `_format_messages`, which refuses a system message after the conversation began
+ANTHROPIC_LLM_TYPE = "anthropic-chat"
+ANTHROPIC_PACKAGE = "langchain_anthropic"  # a chat model class of it (or built on one)
+# `init_chat_model`'s providers whose chat model is ChatAnthropic or built on it
+ANTHROPIC_PROVIDERS = frozenset({"anthropic", "anthropic_bedrock", "bedrock_mantle_anthropic",
+                                 "google_anthropic_vertex"})
+ANTHROPIC_MODEL_PREFIX = "claude"  # `init_chat_model` infers provider "anthropic" from such a name
+MAX_MODEL_WRAPS = 16  # bindings, sequences, configurables unwrapped at most (a cycle ends there)
+
+
+def anthropic_chat(model: object, config: RunnableConfig | None = None) -> bool | None:
+    """Whether `model` (as a run of `config` calls it) is an Anthropic chat model
+    (langchain-anthropic's `ChatAnthropic`, a subclass, or one of `ANTHROPIC_LLM_TYPE`);
+    None where it cannot be told. Wrappers are resolved to the chat model they call: a
+    `RunnableBinding` (`model.bind_tools(...)`, `.bind(...)`, `.with_config(...)`), a
+    `RunnableSequence` (`prompt | model`: its first model, as `create_react_agent`
+    reads one), a `configurable_fields` / `configurable_alternatives` model (the one
+    `config` picks), `init_chat_model`'s configurable model (its provider, as it infers
+    it from the defaults and `config`, without making the model). langchain-anthropic
+    need not be installed: the class is read by its `_llm_type` and module."""
+    for _ in range(MAX_MODEL_WRAPS):
+        if isinstance(model, BaseChatModel):
+            return _anthropic_class(model)
+        if isinstance(model, RunnableBinding):
+            model = model.bound
+        elif isinstance(model, DynamicRunnable):
+            model = model.prepare(config)[0]
+        elif isinstance(model, RunnableSequence):
+            model = next((step for step in model.steps if not _plain_step(step)), None)
+        elif callable(getattr(model, "_model_params", None)) and isinstance(getattr(model, "_default_config", None),
+                                                                             dict):
+            return _anthropic_provider(model, config)
+        else:
+            return None
+    return None
+
+
+def _anthropic_class(model: Any) -> bool:
+    llm_type = model._llm_type
+    return (isinstance(llm_type, str) and llm_type.startswith(ANTHROPIC_LLM_TYPE)) or any(
+        c.__module__.split(".")[0] == ANTHROPIC_PACKAGE for c in type(model).__mro__)
+
+
+def _plain_step(step: object) -> bool:
+    """A step of a sequence that is no model (a prompt, a parser, a function)."""
+    return not (isinstance(step, (BaseLanguageModel, RunnableBinding, RunnableSequence, DynamicRunnable))
+                or callable(getattr(step, "_model_params", None)))
+
+
+def _anthropic_provider(model: Any, config: RunnableConfig | None) -> bool | None:
+    """`init_chat_model`'s configurable model (`langchain.chat_models.base._ConfigurableModel`):
+    whether the provider it would make the model of is an Anthropic one, read as it reads
+    it (an explicit `model_provider`, a "provider:" prefix, else a name's "claude")."""
+    params = {**model._default_config, **model._model_params(config)}
+    provider, name = params.get("model_provider"), params.get("model")
+    if isinstance(provider, str) and provider:
+        return provider in ANTHROPIC_PROVIDERS
+    if not isinstance(name, str) or not name:
+        return None  # the model is named at call time, and this call names none
+    head, colon, _ = name.partition(":")
+    if colon and head in ANTHROPIC_PROVIDERS:
+        return True
+    return name.lower().startswith(ANTHROPIC_MODEL_PREFIX)
+
+
+def system_messages_for(model: object, config: RunnableConfig | None = None) -> str:
+    """The `system_messages` form for a call to `model` (`anthropic_chat`): "in_turn" for
+    an Anthropic chat model, "as_is" for any other and where it cannot be told."""
+    return "in_turn" if anthropic_chat(model, config) else "as_is"
 
 
 def in_turn(messages: Sequence[BaseMessage]) -> list[BaseMessage]:

@@ -51,13 +51,19 @@ prefix first), placed as `tiermem.adapters.anthropic.to_anthropic` places them
 a mark. Leave room for marks of your own (tools, `create_agent(system_prompt=...)`):
 Anthropic takes four a request.
 
-`system_messages` ("as_is", the default, for OpenAI and others that take a system
-message anywhere; "in_turn" for `ChatAnthropic` and chat templates that take system text
-only ahead of the turns): how the memory blocks placed between the turns are sent. As
-planned, the retrieved turns are a `SystemMessage` before the latest message, which
-`ChatAnthropic` refuses ("Received multiple non-consecutive system messages") when a
-system message opens the input; "in_turn" sends them as text of the user turn they sit
-in, as `tiermem.adapters.anthropic.to_anthropic` does (`tiermem.adapters.langchain.in_turn`).
+`system_messages`: how the memory blocks placed between the turns are sent. As planned
+("as_is", for OpenAI and others that take a system message anywhere), the retrieved
+turns are a `SystemMessage` before the latest message, which `ChatAnthropic` refuses
+("Received multiple non-consecutive system messages") when a system message opens the
+input; "in_turn" sends them as text of the user turn they sit in, as
+`tiermem.adapters.anthropic.to_anthropic` does (`tiermem.adapters.langchain.in_turn`).
+The default, None, picks per model call from the model the request carries
+(`tiermem.adapters.langchain.system_messages_for`): "in_turn" for an Anthropic chat model
+(`ChatAnthropic` or a subclass, bound with `bind_tools`, configurable or
+`init_chat_model`'s, resolved to the model the call goes to), "as_is" for any other and
+where it cannot be told; a value given wins. An agent on Claude wants `cache_marks` too,
+which stay explicit (marks change what a call costs): `TiermemMiddleware(mem,
+cache_marks=4)`.
 """
 
 from __future__ import annotations
@@ -74,7 +80,8 @@ from langgraph.runtime import Runtime
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike
 from tiermem.adapters._langchain_sync import ConversationSync
-from tiermem.adapters._threads import DEFAULT_MAX_THREADS, ThreadConversations
+from tiermem.adapters._threads import DEFAULT_MAX_THREADS, ThreadConversations, run_config
+from tiermem.adapters.langchain import system_messages_for
 
 ModelCallResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
 
@@ -87,7 +94,7 @@ class TiermemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                  budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
                  shared_across_threads: bool = False, recall_across_threads: bool = False,
                  max_threads: int = DEFAULT_MAX_THREADS, cache_marks: int = 0,
-                 system_messages: str = "as_is") -> None:
+                 system_messages: str | None = None) -> None:
         super().__init__()
         self.threads = ThreadConversations(type(self).__name__, memory, conversation_id, budget=budget,
                                            system=system, timezone=timezone,
@@ -105,7 +112,10 @@ class TiermemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         # the state, not request.messages: what the graph holds is what tiermem must store
         # (request.messages is the state as outer middleware edited it for this call),
         # with the answers create_agent gives the invalid calls in their place
-        context = conversation.model_input(with_repairs(request.state["messages"], request.messages))
+        # the form for the model this call goes to (a middleware before may have changed it),
+        # where none was given
+        form = None if self.threads.system_messages else system_messages_for(request.model, run_config())
+        context = conversation.model_input(with_repairs(request.state["messages"], request.messages), form)
         return request.override(messages=cast("list[AnyMessage]", context))
 
     def _sync_state(self, state: AgentState[Any]) -> None:

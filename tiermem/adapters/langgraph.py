@@ -39,7 +39,13 @@ for langchain-anthropic's `ChatAnthropic`, as the middleware does
 (`tiermem.adapters.langchain.context_input`), and `system_messages="in_turn"` sends the
 memory blocks placed between the turns as text of the user turn they sit in
 (`tiermem.adapters.langchain.in_turn`), which `ChatAnthropic` needs: it refuses a system
-message after the first turn when one opens the input (the default, "as_is", is OpenAI's).
+message after the first turn when one opens the input ("as_is", OpenAI's form, sends them
+as planned). A hook does not see the graph's model: give it to the hooks,
+`TiermemHooks(mem, model=model)` (the one given to `create_react_agent`), and the
+default, None, picks per call (`tiermem.adapters.langchain.system_messages_for`, with
+the run's config for a configurable model): "in_turn" for an Anthropic chat model,
+"as_is" for any other, and without a model; a value given wins. Claude wants
+`cache_marks` too, which stay explicit (marks change what a call costs).
 
 "Already stored" is read from the log at every sync, so several hooks on one conversation
 (workers sharing a checkpointer, or processes) store each message once
@@ -54,8 +60,8 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike
 from tiermem.adapters._langchain_sync import ConversationSync
-from tiermem.adapters._threads import DEFAULT_MAX_THREADS, ThreadConversations
-from tiermem.adapters.langchain import calls_renamed
+from tiermem.adapters._threads import DEFAULT_MAX_THREADS, ThreadConversations, run_config
+from tiermem.adapters.langchain import calls_renamed, system_messages_for
 from tiermem.tiers.formats import SentCallIds
 
 if TYPE_CHECKING:
@@ -74,7 +80,9 @@ class TiermemHooks:
                  budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
                  shared_across_threads: bool = False, recall_across_threads: bool = False,
                  max_threads: int = DEFAULT_MAX_THREADS, cache_marks: int = 0,
-                 system_messages: str = "as_is") -> None:
+                 system_messages: str | None = None, model: object = None) -> None:
+        # the model the graph calls, for the form of system_messages=None (a hook sees none)
+        self.model = model
         self.threads = ThreadConversations(type(self).__name__, memory, conversation_id, budget=budget,
                                            system=system, timezone=timezone,
                                            shared_across_threads=shared_across_threads,
@@ -92,8 +100,9 @@ class TiermemHooks:
         return self.conversation(config).sync(messages)
 
     def model_input(self, messages: list[BaseMessage], config: RunnableConfig | None = None) -> list[BaseMessage]:
-        """`ConversationSync.model_input` in the run's conversation."""
-        return self.conversation(config).model_input(messages)
+        """`ConversationSync.model_input` in the run's conversation, for the hooks' model."""
+        form = None if self.threads.system_messages else system_messages_for(self.model, run_config(config))
+        return self.conversation(config).model_input(messages, form)
 
     # `config` is injected by LangGraph, which matches the annotation's text: "Optional[RunnableConfig]"
     # is one it knows ("RunnableConfig | None" is not, and would be left out with a warning)
