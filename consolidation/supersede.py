@@ -74,10 +74,16 @@ Matching, in order of strength:
    reminder." / "Delete that reminder." after "Remind me to call mum at 6." or "Set a
    reminder to ..."). A plan told to be off, its noun the subject ("The movie tonight is
    off.", "The picnic's cancelled.", `_OFF_STATE`), is such a call-off, and so are "Cancel
-   breakfast.", "Don't bother with the flowers."; a plan of the user's own told with its
+   breakfast.", "Don't bother with the flowers."; a bare "off" only of an event's noun
+   (`EVENT_NOUNS`: dinner, trip, picnic, movie, ...) or of the thing a booking booked
+   ("The spa day is off.", `_off_fits`): of a device or a thing a reminder or an order
+   merely mentions it is a state ("The heating is off now." leaves "Remind me to turn off
+   the heating at 10pm."); a plan of the user's own told with its
    day ("Let's plan a picnic on Sunday.", `_own_plan`) is called off as a request is. A meal
    is told by its hour (`MEAL_HOURS`: "the lunch" is no sushi for 8pm, "the dinner" no
-   "table for lunch"), and a request may name the thing by another word ("the movie" /
+   "table for lunch"), on every path that takes a turn back for a noun (the kind check,
+   another name, a shared word, the meaning search: `_meal_fits`, `_retracted_noun`), and
+   a request may name the thing by another word ("the movie" /
    "the new Dune film", `KindCheck.synonym_in`), or through "it" the user's turn before it
    ("Get two tickets at the Odeon for it."). A worry waved off ("Forget about it, it's
    fine.", `_DISMISSAL`) takes nothing back.
@@ -440,7 +446,8 @@ _OFF_STATE = re.compile(
     rf"(?!(?:it|this|that|everything|all|i|we|you|he|she|they)\b)"
     rf"(?P<obj>[a-z][\w-]*(?: (?!(?:{_WHEN_WORDS}|is|are|was|were|has|have|got)\b)[a-z][\w-]*){{0,{PLAN_OBJECT_WORDS - 1}}}?)"
     rf"(?: (?:{_WHEN_WORDS})\b[^,.;:!?]*?)?"
-    r"(?:'s|'re| is| are| was| were| has been| have been| got| just got)(?: now| just| all)? (?:off|cancell?ed|called off)"
+    r"(?:'s|'re| is| are| was| were| has been| have been| got| just got)(?: now| just| all)?"
+    r" (?P<how>off|cancell?ed|called off)"
     r"(?: now| then| after all| for now)?(?:\s*[,.;:!]|$)"
 )
 # an earlier turn a plan's call-off may retract: a request (the labels of classify.py)
@@ -595,6 +602,26 @@ MEAL_HOURS: dict[str, tuple[int, int]] = {"breakfast": (6, 11), "brunch": (9, 14
                                           "dinner": (17, 23), "supper": (18, 23)}
 # the hour "tonight" stands for, against the meals' hours (an evening's)
 TONIGHT_HOUR = 20
+# The nouns of events and plans, a closed class as the meals are (`MEAL_HOURS`, one of
+# them): what a bare "off" calls off as its subject ("Dinner on Saturday is off.", "The
+# movie tonight is off.", "The trip to Leeds is off."). Of anything else "off" tells a
+# state: a device or a thing switched off ("The heating is off now, it's warm enough.",
+# "The lights are off.", "The oven is off."), which a reminder or an order that merely
+# mentions it ("Remind me to turn off the heating at 10pm.", "Order a new printer") is no
+# plan of. Such a noun is an event only where an earlier booking arranged it as one, the
+# thing it booked ("Book a massage at the spa ..." / "The massage is off.": `_off_fits`;
+# "Book a car service ..." is a service, so "The car is off." names none). "Cancelled" and
+# "called off" tell a call-off of whatever they are said of ("The picnic's cancelled.").
+EVENT_NOUNS = frozenset(MEAL_HOURS) | frozenset((
+    "trip", "holiday", "vacation", "getaway", "journey", "flight", "cruise", "picnic", "barbecue", "bbq", "party",
+    "meeting", "appointment", "booking", "reservation", "movie", "film", "show", "concert", "gig", "play", "match",
+    "game", "wedding", "visit", "tour", "outing", "plan", "event", "class", "lesson", "session", "interview",
+    "call", "drink", "celebration", "reunion", "ceremony", "festival", "hike", "walk", "run", "ride", "playdate",
+    "sleepover", "lecture", "workshop", "conference", "course", "practice", "rehearsal", "training", "checkup",
+    "check-up", "massage", "haircut", "meetup", "get-together"))
+# the words that end an event noun's phrase before what it is of or with ("the trip to
+# Leeds", "dinner with Jo", "the lunch at Pret"): the head noun is the word before them
+_HEAD_END = frozenset(("to", "with", "at", "from", "of", "for", "in", "on", "by", "near", "about", "and"))
 # how far (cosine) a retraction's noun may trail the request's nearest kind of business
 # and still name it, and the booked thing's kind the noun's nearest: "the meal" is level
 # with the restaurant for the table at Nong's, while the nearest wrong kind measured
@@ -722,14 +749,60 @@ def _hours(text: str) -> set[int]:
     return hours
 
 
+def _head_noun(obj: str) -> str:
+    """The head noun of a retraction's noun phrase, lower case: its last word before what
+    it is of or with (`_HEAD_END`: "trip to leeds" -> "trip", "dentist appointment" ->
+    "appointment", "lunch with jo" -> "lunch"); "" for none."""
+    words = obj.lower().split()
+    cut = next((i for i, w in enumerate(words) if w in _HEAD_END), len(words))
+    return words[:cut][-1] if words[:cut] else ""
+
+
+def _retracted_noun(cue_text: str) -> str | None:
+    """The noun phrase a retraction or call-off names what it drops by, `cue_text`
+    normalised (`_RETRACTED_OBJECT`: "Never mind the lunch.", `_PLAN_RETRACTION`: "Cancel
+    the lunch.", `_OFF_STATE`: "Lunch is off."), or None: every path that takes a turn
+    back for such a noun checks it may name the turn (`_meal_fits`)."""
+    for pattern in (_RETRACTED_OBJECT, _PLAN_RETRACTION, _OFF_STATE):
+        m = pattern.match(cue_text)
+        if m is not None:
+            return m.group("obj")
+    return None
+
+
+def _bare_off(m: re.Match[str]) -> bool:
+    """Whether a call-off match is a bare "off" of a plan's subject (`_OFF_STATE`: "The
+    heating is off."), which names an event only for an event noun (`_off_fits`)."""
+    return m.re is _OFF_STATE and m.group("how") == "off"
+
+
+def _off_fits(obj: str, c: Candidate) -> bool:
+    """Whether a bare "off" said of `obj` ("The massage is off.") may call off the earlier
+    turn `c`: `obj` is an event noun (`EVENT_NOUNS`), `c` is a booking asked for that
+    booked it (`_booked_thing`: "Book a spa day for Sunday."), or `c` is a plan of the
+    user's own that goes to it (`_own_plan`: "I'm going to the gym at 6."); never a device or
+    thing a reminder or an order merely names ("Remind me to turn off the heating ...")."""
+    head = _head_noun(obj)
+    if head in EVENT_NOUNS or (head.endswith("s") and head[:-1] in EVENT_NOUNS):
+        return True
+    if c.intent not in NOT_SUPERSEDABLE and _own_plan(c.text) and \
+            re.search(rf"\b(?:to|at) the {re.escape(head)}\b", c.text.lower()) is not None:
+        return True  # "I'm going to the gym at 6 tomorrow." / "The gym is off.": where the plan goes
+    return c.intent in _PLAN_INTENTS and _arrangement(c.text) == "booking" and _booked_thing(c.text) == head
+
+
 def _meal_fits(obj: str, request: str) -> bool:
     """Whether a retraction's noun `obj` may name `request` as far as meals go (`MEAL_HOURS`):
-    any noun that is no meal; a meal where the request names no other meal ("a table for
-    lunch" is no dinner) and no hour outside the meal's ("sushi for 8pm" is no lunch)."""
-    meal = obj.rsplit(None, 1)[-1]
+    any noun that is no meal (its head noun, `_head_noun`: "the lunch with jo" is lunch); a
+    meal the request names itself ("Book dinner at Rosa's for 4pm."); a meal where the
+    request names no other meal ("a table for lunch" is no dinner) and no hour outside the
+    meal's ("sushi for 8pm" is no lunch)."""
+    meal = _head_noun(obj)
     if meal not in MEAL_HOURS:
         return True
     words = set(re.findall(r"[a-z]+", request.lower()))
+    if meal in words:
+        return True  # the request names the meal itself ("Book dinner at Rosa's for 5pm")
     if any(other in words for other in MEAL_HOURS if other != meal):
         return False
     first, last = MEAL_HOURS[meal]
@@ -1171,7 +1244,7 @@ def find_superseded(
         return []  # "Forget about it, it's fine.": a worry waved off, no plan
     plan = _PLAN_RETRACTION.match(_cue_text(norm)) or _OFF_STATE.match(_cue_text(norm))
     if plan is not None:
-        called_off = _called_off(text, plan.group("obj"), candidates, speaker) or \
+        called_off = _called_off(text, plan.group("obj"), candidates, speaker, bare_off=_bare_off(plan)) or \
             _called_off_by_kind(text, norm, candidates, speaker, latest, kind_of)
         if called_off or (cue is None and state is None and framed is None):
             return called_off
@@ -1217,9 +1290,12 @@ def find_superseded(
     best: tuple[float, int, int, str] | None = None  # (score, lb, position, reason)
     choice = _choice_only(text)
     of_it = bool(_IT_VALUE.match(norm))
+    noun = _retracted_noun(_cue_text(norm))  # "the lunch": no sushi for 8pm (`_meal_fits`)
     for c in eligible:
         if not _choice_fits(choice, c.text, c.intent):
             continue  # a change of mind about the trip: not "I live in Porto"
+        if noun is not None and not _meal_fits(noun, c.text):
+            continue
         why: list[str] = []
         hit_old = [v for v in old_vals if _contains_value(c.text, v)]
         old_score = 3.0 if hit_old else 0.0
@@ -1363,6 +1439,8 @@ def _named_venue(obj: str, candidates: Sequence[Candidate], eligible: Sequence[C
         for c in reversed(candidates[-ELLIPSIS_REACH:]):
             if c.position not in ok or c.intent not in _PLAN_INTENTS or _other_speakers(speaker, c.speaker):
                 continue
+            if not _meal_fits(obj, c.text):
+                continue  # "the lunch" by no other name: sushi for 8pm is no lunch
             same = kind_of.synonym_in(obj, _with_antecedent(c, candidates))
             if same is not None:  # "the movie": "two tickets for the new Dune film"
                 named.append((c, f"retraction: '{obj}' -> '{same}', the same thing"))
@@ -1427,6 +1505,7 @@ def _called_off_by_kind(text: str, norm: str, candidates: Sequence[Candidate], s
     arranged = _arranged_act(m.group("obj"))
     if m.re is _KIND_CALL_OFF and m.group("det") in ("my", "our") and arranged is None:
         return []  # "Cancel my gym membership.": the user's own thing, no booking
+    bare_off = _bare_off(m)  # "The heating is off.": an event's noun, or the thing a booking booked
     words = set(_content(m.group("obj")))
     # a turn holding a word of it names it, as a request (`_called_off`) or a thing of
     # the user's own; the verb a request arranges by is no name of what it arranged
@@ -1436,7 +1515,8 @@ def _called_off_by_kind(text: str, norm: str, candidates: Sequence[Candidate], s
                         if arranged is None or not _states_arrangement(c.text, arranged[0])):
         return []
     eligible = [c for c in candidates if c.intent not in NOT_SUPERSEDABLE
-                and voices_may_revise(text, speaker, c.text, c.speaker)]
+                and voices_may_revise(text, speaker, c.text, c.speaker)
+                and (not bare_off or _off_fits(m.group("obj"), c))]
     return _named_venue(m.group("obj"), candidates, eligible, speaker, latest, kind_of)
 
 
@@ -1522,19 +1602,24 @@ def _idle(gated: Mapping[int, str], b: _Batch, searched: AbstractSet[int] | Mapp
             if p not in heads and (p in searched or _BARE_RETRACTION.fullmatch(normalize(txt)) is not None)}
 
 
-def _called_off(text: str, obj: str, candidates: Sequence[Candidate], speaker: str | None = None
-                ) -> list[tuple[int, str]]:
+def _called_off(text: str, obj: str, candidates: Sequence[Candidate], speaker: str | None = None, *,
+                bare_off: bool = False) -> list[tuple[int, str]]:
     """The latest earlier request that the call-off `text` (`_PLAN_RETRACTION`, its object
     `obj`) names: a turn labelled a request whose words after its first, the request's verb
     ("Book a haircut ...", "Order a pizza ..."), share a content word with the object
     ("Cancel the haircut."; not "cancel the order" for "Order a pizza"), or, where the
     object is a thing arranged ("the dentist appointment": `ARRANGEMENT_NOUNS`), a
     statement of the user's own such thing that stands ("I have a dentist appointment on
-    March 12.": `_states_arrangement`), whole."""
+    March 12.": `_states_arrangement`), whole. A meal names no request of another meal's
+    hour (`_meal_fits`); a bare "off" (`bare_off`: "The heating is off.") names only an
+    event, by its noun or as a booking booked it (`_off_fits`), never a thing a reminder or
+    an order merely mentions."""
     words = _content(obj)
     arranged = _arranged_act(obj.rsplit(None, 1)[-1])
     for c in reversed(candidates):
         if not voices_may_revise(text, speaker, c.text, c.speaker):
+            continue
+        if not _meal_fits(obj, c.text) or (bare_off and not _off_fits(obj, c)):
             continue
         if c.intent in _PLAN_INTENTS:
             rest = c.text.split(None, 1)[1] if len(c.text.split(None, 1)) == 2 else ""
@@ -3096,12 +3181,16 @@ class Superseder:
         cues = _cue_text(normalize(text))
         thing = _RETRACTED_OBJECT.match(cues) if retracts else None
         own = _without_times(cues, thing) if thing is not None else text
+        # a meal names no request of another meal's hour ("Never mind the lunch." / "Order a
+        # pizza from Luigi's for 7pm."), however near in meaning (`_meal_fits`)
+        noun = _retracted_noun(cues) if retracts else None
         # (its cosines are of that text too: `_meaning_text`)
         fits = [(cos, t) for cos, t in eligible if cos >= max(SUPERSEDE_MIN_COSINE, best_cos - SUPERSEDE_PREFER_MARGIN)
                 and (not named or any(_contains_value(t.text, v) for v in named))
                 and ((retracts and (cos >= RETRACTION_ALONE_MIN_COSINE or _shares_word(own, t.text)))
                      or elliptical or bool(named) or _asserts_new_value(own, t.text))
                 and (not routine or bool(set(_content(text)) & set(_content(t.text))))
+                and (noun is None or _meal_fits(noun, t.text))
                 and not (errand and _errand_of_its_own(text, t.text))]
         # small talk on the same topic can sit a hair closer than the instruction the
         # update revises: a load-bearing turn within the margin is the likelier target
