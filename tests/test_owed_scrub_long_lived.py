@@ -78,6 +78,26 @@ def canaries(data: Path) -> dict[str, int]:
     return out
 
 
+def erase_killed_after_commit(mem: Memory, args: dict[str, object], engine: str, data: Path) -> float:
+    """The premise of this file's test and tests/test_owed_scrub_no_indexer.py's: `mem`
+    holds TURNS canary turns in "secret" and one in "kept"; a real erasing process deletes
+    "secret" and is killed by SIGKILL right after its commit, its scrub owed. When it was
+    killed (time.monotonic())."""
+    mem.append_many("secret", [{"role": "user", "content": f"the vault code zq8owedscrub{i:02d}q"}
+                               for i in range(TURNS)], namespace=NS)
+    mem.append("kept", {"role": "user", "content": "another thread"}, namespace=NS)
+    eraser = subprocess.run([sys.executable, "-c", ERASER, json.dumps(args), NS], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    killed = time.monotonic()
+    # the premise: killed by SIGKILL right after the commit, the scrub owed
+    assert eraser.returncode == -9, eraser.stderr[-2000:]
+    assert mem.cold.key_of(NS, "secret") is None
+    assert scrub_owed(mem, engine)
+    if engine == "sqlite":
+        assert canaries(data)  # the WAL's old frames hold the erased text
+    return killed
+
+
 @pytest.fixture
 def long_lived(request: pytest.FixtureRequest, tmp_path: Path, embedder: Embedder,
                monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Memory, dict[str, object]]]:
@@ -99,18 +119,7 @@ def test_an_erasure_killed_after_its_commit_is_scrubbed_by_a_running_memory(
     mem, args = long_lived
     caplog.set_level(logging.INFO, logger="tiermem")
     engine = "postgres" if "cold_url" in args else "sqlite"
-    mem.append_many("secret", [{"role": "user", "content": f"the vault code zq8owedscrub{i:02d}q"}
-                               for i in range(TURNS)], namespace=NS)
-    mem.append("kept", {"role": "user", "content": "another thread"}, namespace=NS)
-    eraser = subprocess.run([sys.executable, "-c", ERASER, json.dumps(args), NS], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
-    killed = time.monotonic()
-    # the premise: killed by SIGKILL right after the commit, the scrub owed
-    assert eraser.returncode == -9, eraser.stderr[-2000:]
-    assert mem.cold.key_of(NS, "secret") is None
-    assert scrub_owed(mem, engine)
-    if engine == "sqlite":
-        assert canaries(tmp_path / "data")  # the WAL's old frames hold the erased text
+    killed = erase_killed_after_commit(mem, args, engine, tmp_path / "data")
     # before: owed for as long as this process ran (nobody opened the store again)
     while scrub_owed(mem, engine) and time.monotonic() - killed < FINISHED_WITHIN_S:
         time.sleep(POLL_S)

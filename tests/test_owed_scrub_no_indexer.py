@@ -13,17 +13,13 @@ after its commit, the long-lived Memory in this process opened before it."""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from test_owed_scrub_long_lived import ERASER, NS, ROOT, TURNS, canaries, config_args, scrub_owed
+from test_owed_scrub_long_lived import NS, canaries, config_args, erase_killed_after_commit, scrub_owed
 
 import tiermem.memory as memory_module
 from tiermem import Config, Memory
@@ -69,18 +65,7 @@ def test_an_owed_scrub_is_finished_by_the_calls_of_a_memory_without_its_indexer(
     caplog.set_level(logging.INFO, logger="tiermem")
     engine = "postgres" if "cold_url" in args else "sqlite"
     assert mem._indexer is None  # the premise: no thread looks
-    mem.append_many("secret", [{"role": "user", "content": f"the vault code zq8owedscrub{i:02d}q"}
-                               for i in range(TURNS)], namespace=NS)
-    mem.append("kept", {"role": "user", "content": "another thread"}, namespace=NS)
-    eraser = subprocess.run([sys.executable, "-c", ERASER, json.dumps(args), NS], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
-    killed = time.monotonic()
-    # the premise: killed by SIGKILL right after the commit, the scrub owed
-    assert eraser.returncode == -9, eraser.stderr[-2000:]
-    assert mem.cold.key_of(NS, "secret") is None
-    assert scrub_owed(mem, engine)
-    if engine == "sqlite":
-        assert canaries(tmp_path / "data")  # the WAL's old frames hold the erased text
+    killed = erase_killed_after_commit(mem, args, engine, tmp_path / "data")
     calls = 0
     # before: owed for as long as this process ran, whatever it called
     while scrub_owed(mem, engine) and time.monotonic() - killed < FINISHED_WITHIN_S:
