@@ -50,6 +50,7 @@ from tiermem.evals.fusion_probe import (
     Row,
     capture,
     pack,
+    pack_order,
     parts_of,
     shipped_weights,
     tapped,
@@ -144,21 +145,6 @@ def base_score(row: Row) -> np.ndarray:
 def base_order(row: Row) -> np.ndarray:
     idx = np.flatnonzero(row.eligible)
     return idx[np.argsort(-base_score(row)[idx], kind="stable")][:PACK_DEPTH]
-
-
-def pack_order(row: Row, order: Sequence[int] | np.ndarray) -> set[int]:
-    """fusion_probe.pack's greedy loop over an explicit order (indexes into the row)."""
-    left, got, seen = row.room, set(), set()
-    for i in order:
-        if i in seen:
-            continue
-        seen.add(i)
-        if row.cost[i] <= left:
-            left -= int(row.cost[i])
-            got.add(int(row.positions[i]))
-        if left < STOP_ROOM_TOKENS:
-            break
-    return got
 
 
 def pack_mmr(row: Row, lam: float, groups: np.ndarray, vectors: np.ndarray | None, kind: str) -> set[int]:

@@ -112,8 +112,18 @@ def pack(row: Row, weights: np.ndarray | None = None, *, scores: np.ndarray | No
     else:
         tie = row.parts @ shipped_weights()
         order = idx[np.lexsort((-tie[idx], -scores[idx]))][:PACK_DEPTH]
-    left, got = row.room, set()
+    return pack_order(row, order)
+
+
+def pack_order(row: Row, order: Sequence[int] | np.ndarray) -> set[int]:
+    """The positions shown packing `order` (indexes into the row, best first) greedily: a
+    line that does not fit is skipped, packing stops below STOP_ROOM_TOKENS left; an index
+    met again is skipped (evals.div_probe's orders may repeat one, pack's never do)."""
+    left, got, seen = row.room, set(), set()
     for i in order:
+        if i in seen:
+            continue
+        seen.add(i)
         if row.cost[i] <= left:
             left -= int(row.cost[i])
             got.add(int(row.positions[i]))
