@@ -107,10 +107,12 @@ def no_context() -> MethodOutput:
     return MethodOutput(messages=[], positions=set(), tokens=0)
 
 
-def tiermem_context(memory: Memory, conv: str, question: str, budget: int, *, namespace: str) -> MethodOutput:
+def tiermem_context(memory: Memory, conv: str, question: str, budget: int, *, namespace: str,
+                    record: bool = True) -> MethodOutput:
     """`Memory.context(conv, question, budget)` in `namespace`; the positions are those
-    of plan items at verbatim or trimmed fidelity in this conversation."""
-    ctx = memory.context(conv, question, budget=budget, namespace=namespace)
+    of plan items at verbatim or trimmed fidelity in this conversation. `record=False`:
+    a what-if plan (`Memory.context`'s), which keeps no epoch state for the next call."""
+    ctx = memory.context(conv, question, budget=budget, namespace=namespace, record=record)
     plan = ctx.plan
     positions: set[int] = set()
     trimmed: set[int] = set()
