@@ -17,7 +17,7 @@ receives is checked against Anthropic's request rules (`tests/provider_rules.py`
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from test_langchain_anthropic_system import (
     TURNS,
     MessagesServer,
     _prefill,
+    messages_server,  # noqa: F401  # the `server` fixture
 )
 
 from tiermem import Config, Memory
@@ -52,14 +53,6 @@ from tiermem.planner.render import HEADERS
 from tiermem.tiers.embed import Embedder
 
 THREAD = {"configurable": {"thread_id": CONVERSATION}}
-
-
-@pytest.fixture
-def server() -> Iterator[MessagesServer]:
-    s = MessagesServer()
-    yield s
-    s.httpd.shutdown()
-    s.httpd.server_close()
 
 
 class OpenAIStyleModel(RecordingFakeModel):

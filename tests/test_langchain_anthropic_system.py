@@ -113,8 +113,9 @@ class MessagesServer:
                              max_retries=0)
 
 
-@pytest.fixture
-def server() -> Iterator[MessagesServer]:
+@pytest.fixture(name="server")
+def messages_server() -> Iterator[MessagesServer]:
+    """The scripted Messages API server, shut at the test's end (also test_langchain_anthropic_auto's)."""
     s = MessagesServer()
     yield s
     s.httpd.shutdown()
