@@ -25,18 +25,15 @@ The winner is a real child process (tests/width_child.py); the loser this test's
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from pg_server import fresh_schema
-from width_child import NamedHashEmbedder, SizedHashEmbedder, config
+from width_child import NamedHashEmbedder, SizedHashEmbedder
+from width_conflict_helpers import TEXTS, loser_after_switch, store, winner
 
-from tiermem import Config, Memory
+from tiermem import Memory
 from tiermem.errors import EmbeddingModelConflict, VectorWidthConflict
 from tiermem.service.app import create_app
 from tiermem.tiers.cold import ColdStore
@@ -44,31 +41,10 @@ from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter
 
-TESTS = Path(__file__).parent
-CHILD = TESTS / "width_child.py"
-CHILD_TIMEOUT_S = 120
 DIM = 384  # both models' width (MiniLM's)
 LOSER_MODEL = "a1" * 32  # the process open first (a sha256's length)
 WINNER_MODEL = "b2" * 32  # the process opened after it: another model of the same width
 WINNER_DIM = 256  # the other width, for the PostgreSQL leftovers
-TEXTS = ["my sister adopted a beagle", "the report is due friday", "we met in lisbon"]
-
-
-def store(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Config, list[str]]:
-    """The store's config and the child's arguments after DATA_DIR and DIM[:MODEL]."""
-    if engine == "postgres":
-        url, schema = request.getfixturevalue("pg_url"), fresh_schema()
-        return config(tmp_path / "data", url, schema), [url, schema]
-    return config(tmp_path / "data", None, None), []
-
-
-def winner(cfg: Config, spec: str, extra: list[str]) -> int:
-    """The other process (`spec`: DIM[:MODEL]), opened now: how many turns it embedded."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, str(CHILD), str(cfg.data_dir), spec, *extra],
-                          capture_output=True, text=True, env=env, timeout=CHILD_TIMEOUT_S, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return int(done.stdout.strip().splitlines()[-1])
 
 
 def assert_names_both_models(text: str) -> None:
@@ -86,11 +62,8 @@ def stored_vectors(mem: Memory, conversation: str, n: int) -> dict[int, np.ndarr
 def test_the_earlier_process_of_another_model_of_the_same_width_stores_and_compares_nothing(
         tmp_path: Path, request: pytest.FixtureRequest, engine: str) -> None:
     cfg, extra = store(engine, tmp_path, request)
-    with Memory(cfg, embedder=NamedHashEmbedder(DIM, LOSER_MODEL), hot=False, background_indexing=False) as loser:
-        loser.append_many("c", [{"role": "user", "content": t} for t in TEXTS])
-        assert loser.catch_up("c") == len(TEXTS)
-        assert winner(cfg, f"{DIM}:{WINNER_MODEL}", extra) == len(TEXTS)  # every turn re-embedded by its model
-
+    # every turn re-embedded by the winner's model
+    with loser_after_switch(cfg, NamedHashEmbedder(DIM, LOSER_MODEL), f"{DIM}:{WINNER_MODEL}", extra) as loser:
         loser.append("c", {"role": "user", "content": "a turn the loser appends"})  # appends still store
         # the catch-up: refused in its transaction (was: stored, beside the winner's)
         with pytest.raises(EmbeddingModelConflict) as caught:
@@ -153,10 +126,7 @@ def test_postgres_search_of_a_conversation_with_no_vector_left_is_the_error(
     # loser's catch-up is refused): its search found no dense row and answered by
     # keywords alone, silently; SQLite's vec0 refuses the query vector (the error already)
     cfg, extra = store("postgres", tmp_path, request)
-    with Memory(cfg, embedder=SizedHashEmbedder(DIM), hot=False, background_indexing=False) as loser:
-        loser.append_many("c", [{"role": "user", "content": t} for t in TEXTS])
-        assert loser.catch_up("c") == len(TEXTS)
-        assert winner(cfg, str(WINNER_DIM), extra) == len(TEXTS)
+    with loser_after_switch(cfg, SizedHashEmbedder(DIM), str(WINNER_DIM), extra) as loser:
         loser.append_many("d", [{"role": "user", "content": t} for t in TEXTS])
         with pytest.raises(VectorWidthConflict) as caught:
             loser.search("d", TEXTS[0], k=3)
@@ -168,10 +138,7 @@ def test_postgres_bulk_load_stores_no_vector_of_another_width(
     # without the HNSW index (dropped for a bulk load) nothing cast the loser's vectors to
     # the store's width: its catch-up stored them, 384 wide in a 256-wide store
     cfg, extra = store("postgres", tmp_path, request)
-    with Memory(cfg, embedder=SizedHashEmbedder(DIM), hot=False, background_indexing=False) as loser:
-        loser.append_many("c", [{"role": "user", "content": t} for t in TEXTS])
-        assert loser.catch_up("c") == len(TEXTS)
-        assert winner(cfg, str(WINNER_DIM), extra) == len(TEXTS)
+    with loser_after_switch(cfg, SizedHashEmbedder(DIM), str(WINNER_DIM), extra) as loser:
         loser.cold.drop_vector_index()  # type: ignore[attr-defined]  # PostgresStore's
         loser.append("c", {"role": "user", "content": "a turn the loser appends"})
         with pytest.raises(VectorWidthConflict):

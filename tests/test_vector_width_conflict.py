@@ -16,43 +16,19 @@ open before it and after it.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from pg_server import fresh_schema
-from width_child import SizedHashEmbedder, config
+from width_child import SizedHashEmbedder
+from width_conflict_helpers import TEXTS, loser_after_switch, store
 
-from tiermem import Config, Memory
+from tiermem import Memory
 from tiermem.errors import VectorWidthConflict
 from tiermem.service.app import create_app
 
-TESTS = Path(__file__).parent
-CHILD = TESTS / "width_child.py"
-CHILD_TIMEOUT_S = 120
 LOSER_DIM = 384  # the process open first
 WINNER_DIM = 256  # the process opened after it, another model
-TEXTS = ["my sister adopted a beagle", "the report is due friday", "we met in lisbon"]
-
-
-def store(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[Config, list[str]]:
-    """The store's config and the child's arguments after DATA_DIR and DIM."""
-    if engine == "postgres":
-        url, schema = request.getfixturevalue("pg_url"), fresh_schema()
-        return config(tmp_path / "data", url, schema), [url, schema]
-    return config(tmp_path / "data", None, None), []
-
-
-def winner(cfg: Config, extra: list[str]) -> int:
-    """The other process, opened now: how many turns it embedded."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, str(CHILD), str(cfg.data_dir), str(WINNER_DIM), *extra],
-                          capture_output=True, text=True, env=env, timeout=CHILD_TIMEOUT_S, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return int(done.stdout.strip().splitlines()[-1])
 
 
 def assert_names_both(text: str) -> None:
@@ -64,11 +40,8 @@ def assert_names_both(text: str) -> None:
 def test_the_earlier_process_gets_a_clear_error_and_keeps_the_winners_vectors(
         tmp_path: Path, request: pytest.FixtureRequest, engine: str) -> None:
     cfg, extra = store(engine, tmp_path, request)
-    with Memory(cfg, embedder=SizedHashEmbedder(LOSER_DIM), hot=False, background_indexing=False) as loser:
-        loser.append_many("c", [{"role": "user", "content": t} for t in TEXTS])
-        assert loser.catch_up("c") == len(TEXTS)
-        assert winner(cfg, extra) == len(TEXTS)  # every turn re-embedded at its width
-
+    # every turn re-embedded at the winner's width
+    with loser_after_switch(cfg, SizedHashEmbedder(LOSER_DIM), str(WINNER_DIM), extra) as loser:
         loser.append("c", {"role": "user", "content": "a turn the loser appends"})  # appends still store
         with pytest.raises(VectorWidthConflict) as caught:
             loser.catch_up("c")
