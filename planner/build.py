@@ -5,7 +5,9 @@ Invariants:
   tokenizer (`tiers.tokens.messages_tokens`), never exceed it. Items are estimated while
   packing, then the rendered result is counted exactly and trimmed until it fits.
 - The latest user message is always present verbatim; if it alone does not fit, the
-  call fails with `BudgetTooSmall` unless the caller opted into truncating it. The turns
+  call fails with `BudgetTooSmall` unless the caller opted into truncating it (checked
+  before the turn table's first read where the message's stored count says so: a refusal
+  need not pay reading a conversation of long turns, `refuse_unfit`). The turns
   after it (the current tool loop, a pending round included) are kept too, in every
   setting: newest first, up to the room the pinned block leaves (not capped at the
   tail's share), until one does not fit whole (planner.pack.Packing.take_loop).
@@ -392,6 +394,8 @@ class Planner:
             raise ValidationError("budget", "must be a positive integer number of tokens")
         tz_name = optional_timezone(timezone) or self.settings.timezone
         conv = conversation_id
+        if table is None and not self.turns.holds(conv):  # a caller that read the table made it (Memory)
+            self.refuse_unfit(conv, budget, system=system, truncate_latest=truncate_latest)
         table = table if table is not None else self.turns.get(conv, tz_name)
         turns_ms = (time.perf_counter() - t0) * MS_PER_S
         hot = hot or HotView({}, {}, degraded=True)
@@ -522,34 +526,73 @@ class Planner:
             latest_user = self.cold.latest_position(conv, "user", after=cleared, skip=hidden)
         if latest_user is not None and latest_user not in tail_msgs:
             tail_msgs.update({m.position: m for m in self.candidates.messages(conv, [latest_user], hot)})
-        # the error names each fixed part: a system prompt past the budget on its own is
-        # the caller's to shorten, and truncating the latest message cannot help it
         system_tokens = sum(message_tokens(self.tokens, m) for m in fixed_msgs)
         base = REPLY_PRIMING_TOKENS + system_tokens
-        latest_body: dict[str, Any] | None = None
+        latest_body = (wire_body(tail_msgs[latest_user].body)
+                       if latest_user is not None and latest_user in tail_msgs else None)
+        self._refuse(budget, system_tokens, latest_body, truncate_latest)
         latest_truncated = False
-        if latest_user is not None and latest_user in tail_msgs:
-            latest_body = wire_body(tail_msgs[latest_user].body)
-            need = message_tokens(self.tokens, latest_body)
-            if base + need > budget:
-                if not truncate_latest:
-                    raise BudgetTooSmall(budget, base + need, system=system_tokens, priming=REPLY_PRIMING_TOKENS,
-                                         latest=need)
-                latest_truncated = True
-                least = message_tokens(self.tokens, {"role": "user", "content": ""}) + TRUNCATION_MARGIN_TOKENS + 1
-                room = budget - base - least + 1
-                if room < 1:
-                    raise BudgetTooSmall(budget, base + least, truncated=True, system=system_tokens,
-                                         priming=REPLY_PRIMING_TOKENS, latest=least)
-                ids = self.tokens.encode(message_text(latest_body))
+        if latest_body is not None and base + message_tokens(self.tokens, latest_body) > budget:
+            # truncate_latest (else _refuse raised)
+            latest_truncated = True
+            least = message_tokens(self.tokens, {"role": "user", "content": ""}) + TRUNCATION_MARGIN_TOKENS + 1
+            room = budget - base - least + 1
+            ids = self.tokens.encode(message_text(latest_body))
+            latest_body = {"role": "user", "content": self.tokens.decode(ids[:room])}
+            while message_tokens(self.tokens, latest_body) + base > budget and room > 0:
+                room -= 1
                 latest_body = {"role": "user", "content": self.tokens.decode(ids[:room])}
-                while message_tokens(self.tokens, latest_body) + base > budget and room > 0:
-                    room -= 1
-                    latest_body = {"role": "user", "content": self.tokens.decode(ids[:room])}
-        elif base > budget:
-            raise BudgetTooSmall(budget, base, system=system_tokens, priming=REPLY_PRIMING_TOKENS)
         room = budget - base - (message_tokens(self.tokens, latest_body) if latest_body else 0)
         return _Fixed(fixed_msgs, tail_rows, tail_msgs, hidden, latest_user, latest_body, latest_truncated, room)
+
+    def _refuse(self, budget: int, system_tokens: int, latest_body: dict[str, Any] | None,
+                truncate_latest: bool) -> None:
+        """BudgetTooSmall when the fixed part cannot fit `budget`: the system prompt
+        (`system_tokens`), the reply priming and the latest user message (`latest_body`, its
+        wire form; None: no user message), whole or, with `truncate_latest`, the least a
+        truncated one takes. The error names each fixed part: a system prompt past the
+        budget on its own is the caller's to shorten, and truncating cannot help it."""
+        base = REPLY_PRIMING_TOKENS + system_tokens
+        if latest_body is None:
+            if base > budget:
+                raise BudgetTooSmall(budget, base, system=system_tokens, priming=REPLY_PRIMING_TOKENS)
+            return
+        need = message_tokens(self.tokens, latest_body)
+        if base + need <= budget:
+            return
+        if not truncate_latest:
+            raise BudgetTooSmall(budget, base + need, system=system_tokens, priming=REPLY_PRIMING_TOKENS,
+                                 latest=need)
+        least = message_tokens(self.tokens, {"role": "user", "content": ""}) + TRUNCATION_MARGIN_TOKENS + 1
+        if budget - base - least + 1 < 1:
+            raise BudgetTooSmall(budget, base + least, truncated=True, system=system_tokens,
+                                 priming=REPLY_PRIMING_TOKENS, latest=least)
+
+    def refuse_unfit(self, conv: str, budget: int, *, system: str | None, truncate_latest: bool) -> None:
+        """The BudgetTooSmall `build` would raise, raised before the turn table is read (the
+        first read of a conversation of long turns derives every turn's keywords and
+        periods: seconds that a refusal need not pay). Callers ask only while the turn cache
+        does not hold the conversation (`TurnCache.holds`): once it does, a read costs only
+        the turns appended since, and the two reads here (~0.1 ms) would be paid on every
+        call for nothing. Checked only where the latest user
+        message's stored token count (the turn index's, taken when it was appended) says
+        the fixed part may not fit; then the exact check, the very one `build` makes (the
+        same message, hidden and cleared turns skipped, counted in its wire form). Where
+        this check passes, `build` checks again on what it reads."""
+        system_tokens = message_tokens(self.tokens, {"role": "system", "content": system}) if system else 0
+        base = REPLY_PRIMING_TOKENS + system_tokens
+        newest = self.cold.latest_position(conv, "user")
+        if newest is None:  # no user message at all: the system prompt and the priming
+            self._refuse(budget, system_tokens, None, truncate_latest)
+            return
+        rows = self.cold.turns_at(conv, [newest])
+        if rows and base + rows[0].tokens <= budget:
+            return  # fits as far as the stored count tells: build decides on the message itself
+        hidden, cleared = hidden_positions(self.cold.control_rows([conv]).get(conv, []))
+        latest = (newest if newest > cleared and newest not in hidden
+                  else self.cold.latest_position(conv, "user", after=cleared, skip=hidden))
+        got = self.cold.get(conv, [latest]) if latest is not None else []
+        self._refuse(budget, system_tokens, wire_body(got[0].body) if got else None, truncate_latest)
 
     def _candidates(self, call: _Call, fixed: _Fixed) -> tuple[dict[str, list[Candidate]], dict[str, int]]:
         """Each slice's candidates, best first (the tail newest first), and each slice's

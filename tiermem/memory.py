@@ -1631,6 +1631,10 @@ class Memory:
     def _context(self, conv: str, query: str | None, budget: int, *, ns: str, system: str | None,
                  namespace_recall: bool, truncate_latest: bool, record: bool, tz: str) -> Context:
         """`context` for a conversation's key, once its arguments are checked."""
+        # a refusal costs no turn table: the latest message alone past the budget is refused
+        # before the first read of the conversation derives every turn's keywords and periods
+        if not self.turns.holds(conv):
+            self.planner.refuse_unfit(conv, budget, system=system, truncate_latest=truncate_latest)
         table = None
         failure: Exception | None = None
         cut = 0  # turns left without a vector by CONTEXT_EMBED_POOLS

@@ -337,6 +337,12 @@ class TurnCache:
         self._dropped: set[str] = set()
         self.reloads = 0
 
+    def holds(self, conversation_id: str) -> bool:
+        """Whether the conversation's table is kept here (its next `get` reads only the turns
+        appended since, not the whole conversation)."""
+        with self._lock:
+            return conversation_id in self._entries
+
     def _conversation_lock(self, conversation_id: str, delta: int) -> threading.Lock:
         with self._lock:
             lock, users = self._conv_locks.get(conversation_id) or (threading.Lock(), 0)
