@@ -10,37 +10,23 @@ the context (the reference)."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
+from typing import Any
 
-from claims_wait_data import CONV, NS, QUESTION_AT, QUESTIONS
+from claims_wait_data import CONV, NS, replay
 
-from tiermem import Config, Memory
-from tiermem.tiers.embed_onnx import FastEmbedder, build_embedder
+from tiermem import Memory
 
 BUDGET_TOKENS = 1000  # small enough that retrieval chooses among the seeded turns
 
 
-def main(data_dir: Path, mode: str) -> None:
-    emb = build_embedder()
-    assert isinstance(emb, FastEmbedder)
-    # the query vector from the export itself (not the fused session chosen by the load):
-    # the same vectors whatever else runs, as tests/conftest.py's embedder
-    emb.query_session = "never"
-    emb.embed(["warm-up"])  # loaded: the indexer embeds only with a loaded model
-    out = []
-    with Memory(Config(data_dir=data_dir), embedder=emb, hot=False, background_indexing=mode == "bg") as mem:
-        for i, q in enumerate(QUESTIONS):
-            mem.append(CONV, {"role": "user", "content": q}, namespace=NS, created_at=QUESTION_AT + 60 * i)
-            if mode == "sync":
-                mem.catch_up(CONV, namespace=NS)
-            ctx = mem.context(CONV, q, BUDGET_TOKENS, namespace=NS, record=False)
-            out.append({"messages": ctx.messages,
-                        "items": [[it.slice, list(it.positions), it.reason] for it in ctx.plan.items],
-                        "vectors_pending": ctx.plan.vectors_pending})
-    print(json.dumps(out, sort_keys=True))
+def _context(mem: Memory, _i: int, q: str) -> dict[str, Any]:
+    ctx = mem.context(CONV, q, BUDGET_TOKENS, namespace=NS, record=False)
+    return {"messages": ctx.messages,
+            "items": [[it.slice, list(it.positions), it.reason] for it in ctx.plan.items],
+            "vectors_pending": ctx.plan.vectors_pending}
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2])
+    replay(Path(sys.argv[1]), sys.argv[2], _context)

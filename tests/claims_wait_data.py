@@ -1,10 +1,17 @@
-"""The conversation of tests/test_context_claims_wait.py: varied turns about a few people,
-places and plans (so that dense ranking, neighbours and episodes all weigh in), then
-questions appended one by one, each followed by a context."""
+"""The conversation of tests/test_context_claims_wait.py and test_search_claims_wait.py:
+varied turns about a few people, places and plans (so that dense ranking, neighbours and
+episodes all weigh in), then questions appended one by one, each followed by a context
+or a search; and that replay, which their child processes run (`replay`)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from tiermem import Config, Memory
+from tiermem.tiers.embed_onnx import FastEmbedder, build_embedder
 
 CONV = "claims-wait"
 NS = "det"
@@ -46,3 +53,27 @@ QUESTIONS = [
     "Which of them went to Lisbon with her sister?",
     "What did Tomas say about the guitar recital?",
 ]
+
+
+def replay(data_dir: Path, mode: str, call: Callable[[Memory, int, str], dict[str, Any]]) -> None:
+    """Append QUESTIONS one by one to the data dir's conversation, `call(mem, i, question)`
+    after each, and print the calls' results as one JSON line, so that runs under
+    different PYTHONHASHSEED can be compared byte for byte.
+
+    mode bg: the background indexer on, as `tiermem serve` runs, racing each call's own
+    catch-up for the turn just appended; sync: the indexer off and every turn embedded
+    before the call (the reference)."""
+    emb = build_embedder()
+    assert isinstance(emb, FastEmbedder)
+    # the query vector from the export itself (not the fused session chosen by the load):
+    # the same vectors whatever else runs, as tests/conftest.py's embedder
+    emb.query_session = "never"
+    emb.embed(["warm-up"])  # loaded: the indexer embeds only with a loaded model
+    out = []
+    with Memory(Config(data_dir=data_dir), embedder=emb, hot=False, background_indexing=mode == "bg") as mem:
+        for i, q in enumerate(QUESTIONS):
+            mem.append(CONV, {"role": "user", "content": q}, namespace=NS, created_at=QUESTION_AT + 60 * i)
+            if mode == "sync":
+                mem.catch_up(CONV, namespace=NS)
+            out.append(call(mem, i, q))
+    print(json.dumps(out, sort_keys=True))

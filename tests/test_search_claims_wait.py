@@ -14,64 +14,37 @@ the real embedding model; a real indexer thread held in its model run for the bo
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from claims_wait_data import CONV, NS, QUESTION_AT, seed_messages
-from pg_server import fresh_schema
-from test_context_claims_wait import CONTEXT_SLACK_S, HOLD_S, HeldIndexer
+from claims_wait_data import CONV, NS
+from claims_wait_helpers import (
+    CONTEXT_SLACK_S,
+    HOLD_S,
+    HeldIndexer,
+    held_turn,
+    replayed,
+)
 
-from tiermem import Config, Memory
 from tiermem.memory import CLAIMED_WAIT_S
 from tiermem.tiers.embed_onnx import FastEmbedder
 
-TESTS = Path(__file__).parent
-CHILD = TESTS / "search_claims_child.py"
-BG_SEEDS = [1, 2, 3, 4]  # PYTHONHASHSEED of the runs with the indexer on
-CHILD_TIMEOUT_S = 300
-
-
-def _seed(data: Path, embedder: FastEmbedder) -> None:
-    with Memory(Config(data_dir=data), embedder=embedder, hot=False, background_indexing=False) as mem:
-        mem.append_many(CONV, seed_messages(), namespace=NS)
-        mem.catch_up(CONV, namespace=NS)  # every seeded turn embedded: only the questions race
-        assert mem.cold.pending_embeddings(mem._key(CONV, NS)[2]) == 0
-
-
-def _run(seeded: Path, where: Path, mode: str, seed: int) -> str:
-    shutil.copytree(seeded, where)
-    env = {**os.environ, "PYTHONHASHSEED": str(seed),
-           "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, str(CHILD), str(where), mode], capture_output=True, text=True,
-                          env=env, timeout=CHILD_TIMEOUT_S, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.strip().splitlines()[-1]
+CHILD = Path(__file__).parent / "search_claims_child.py"
 
 
 def test_searches_with_the_indexer_on_are_the_same_run_to_run(tmp_path: Path, embedder: FastEmbedder) -> None:
-    seeded = tmp_path / "seeded"
-    _seed(seeded, embedder)
     # the reference: the indexer off, each question embedded before its search
-    ref = _run(seeded, tmp_path / "sync", "sync", 0)
-    calls = json.loads(ref)
+    calls, runs = replayed(CHILD, tmp_path, embedder)
     assert all(c["vectors_pending"] == 0 for c in calls)
     # each search ranked the question just appended by meaning too (else the race is not tested)
     assert all(any(len(h[3]) == 2 for h in c["hits"]) for c in calls)
-    differ: dict[int, list[int]] = {}
-    for seed in BG_SEEDS:
-        got = _run(seeded, tmp_path / f"bg{seed}", "bg", seed)
-        if got != ref:
-            differ[seed] = [i for i, (a, b) in enumerate(zip(json.loads(got), calls, strict=True)) if a != b]
+    # PYTHONHASHSEED -> searches that differ
+    differ = {seed: [i for i, (a, b) in enumerate(zip(got, calls, strict=True)) if a != b]
+              for seed, got in runs.items()}
     # each search's hits (positions, fused scores, ranks per retriever, status) byte for
     # byte, whichever of the indexer and the search embedded the question
     assert differ == {}, f"PYTHONHASHSEED -> searches that differ from the indexer-off run: {differ}"
@@ -111,27 +84,6 @@ class Counted:
         setattr(self.obj, self.name, self.real)
 
 
-@contextmanager
-def _held_turn(tmp_path: Path, request: pytest.FixtureRequest, embedder: FastEmbedder, engine: str,
-               held: HeldIndexer) -> Iterator[tuple[Memory, int]]:
-    """A store whose indexer (on) is in its model run over the turn just appended."""
-    extra: dict[str, Any] = {} if engine == "sqlite" else {"cold_url": request.getfixturevalue("pg_url"),
-                                                          "cold_schema": fresh_schema()}
-    embedder.embed = held.embed  # type: ignore[method-assign]
-    try:
-        with Memory(Config(data_dir=tmp_path / "data", **extra), embedder=embedder, hot=False,
-                    background_indexing=True) as mem:
-            mem.append_many(CONV, seed_messages(40), namespace=NS)
-            mem.catch_up(CONV, namespace=NS)
-            pos = mem.append(CONV, {"role": "user", "content": HeldIndexer.TEXT}, namespace=NS,
-                             created_at=QUESTION_AT)
-            assert held.in_run.wait(HOLD_S), "the indexer never read the appended turn"
-            yield mem, pos
-    finally:
-        held.release.set()
-        embedder.embed = held.real  # type: ignore[method-assign]
-
-
 QUERY = "Who went to the pottery studio?"
 
 
@@ -144,7 +96,7 @@ def test_a_claim_never_released_delays_a_search_by_the_bound_and_the_answer_says
         tmp_path: Path, request: pytest.FixtureRequest, embedder: FastEmbedder, engine: str,
         scope: str | None) -> None:
     held = HeldIndexer(embedder)
-    with _held_turn(tmp_path, request, embedder, engine, held) as (mem, pos):
+    with held_turn(tmp_path, request, embedder, engine, held) as (mem, pos):
         t0 = time.monotonic()
         hits = mem.search(scope, QUERY, 8, namespace=NS)
         took = time.monotonic() - t0
@@ -172,7 +124,7 @@ def test_a_claim_never_released_delays_a_search_by_the_bound_and_the_answer_says
 def test_a_claim_given_up_without_a_vector_is_said_and_read_once(
         tmp_path: Path, request: pytest.FixtureRequest, embedder: FastEmbedder, call: str) -> None:
     held = FailingIndexer(embedder)
-    with _held_turn(tmp_path, request, embedder, "sqlite", held) as (mem, _pos):
+    with held_turn(tmp_path, request, embedder, "sqlite", held) as (mem, _pos):
         # the indexer's run fails once the call waits for it (not before: then the call's own
         # catch-up would find the turn free and embed it)
         def fail_when_waited(_conv: str, _positions: Sequence[int] | None, timeout_s: float) -> None:
