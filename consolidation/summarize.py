@@ -33,6 +33,7 @@ import os
 import re
 import threading
 import time
+import urllib.parse
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -487,6 +488,21 @@ def parse_lines(content: str, valid: set[int]) -> list[tuple[str, tuple[int, ...
     return out
 
 
+def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
+    """`url` without its userinfo, and that userinfo as a (user, password) pair for basic
+    auth (percent-decoded, as httpx read it from the URL), or None when it has none. The
+    request then goes to a URL that holds no password: httpx logs each request's URL at
+    INFO ("HTTP Request: POST http://user:PW@host/..."), and a --debug log carried it."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    host = parts.netloc.rpartition("@")[2]
+    bare = urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    user, password = urllib.parse.unquote(parts.username or ""), urllib.parse.unquote(parts.password or "")
+    # an empty userinfo ("http://@host") sent no Authorization (httpx's rule): none still
+    return bare, ((user, password) if user or password else None)
+
+
 class LLMSummarizer:
     """Abstractive summaries from an OpenAI-compatible `/chat/completions` endpoint.
 
@@ -529,7 +545,7 @@ class LLMSummarizer:
             raise ValueError("LLMSummarizer needs base_url and model")
         if retries < 0 or timeout_s <= 0:
             raise ValueError("retries must be >= 0 and timeout_s > 0")
-        self.base_url = base_url.rstrip("/")
+        self.base_url, self._auth = split_userinfo(base_url.rstrip("/"))
         self.model = model
         self.api_key_env = api_key_env
         self.timeout_s = float(timeout_s)
@@ -610,7 +626,7 @@ class LLMSummarizer:
 
         def run() -> None:
             try:
-                with client.stream("POST", url, json=payload, headers=headers) as resp:
+                with client.stream("POST", url, json=payload, headers=headers, auth=self._auth) as resp:
                     encoding = resp.headers.get("content-encoding", "").strip().lower()
                     if encoding not in ("", IDENTITY):
                         raise _AnswerEncoded(encoding)

@@ -11,7 +11,9 @@ a note on how it was made (`search` ranked by keywords only, the embedding model
 unavailable) goes to stderr, so stdout stays what a script reads. A degraded embedder is
 said in that one line, its reason in full (`_note_keywords_only`): each run is a new
 process, which would otherwise log the degraded episode's traceback every time; with
-`--debug` the log's records, traceback and all, come too.
+`--debug` the log's records, traceback and all, come too; not the HTTP client libraries'
+request records (`WIRE_LOGGERS`, held at WARNING: they quote URLs, which may carry a
+password or tenant ids).
 Exit codes: 0 done, 2 usage error (click's), 1 any other error, reported as one line
 `error: ...` on stderr; `--debug` shows the traceback instead. Ctrl-C: 130 and one line
 saying what the command left (`interrupted_text`), at any moment from the first import on
@@ -985,6 +987,20 @@ def cli(
         for handler in root.handlers:
             if handler not in hosts:
                 handler.addFilter(_not_said_by_the_command)
+    for name in WIRE_LOGGERS:
+        wire = logging.getLogger(name)
+        if wire.level == logging.NOTSET:  # a host's (a test runner's, an embedding app's) choice stays
+            wire.setLevel(logging.WARNING)
+
+
+# HTTP client libraries whose INFO/DEBUG records quote each request's URL and headers (httpx:
+# "HTTP Request: POST http://host/v1/chat/completions"; httpcore: the wire events): held at
+# WARNING under --debug too. A URL can carry a password (`llm_base_url`'s userinfo, which the
+# summarizer now sends as basic auth, but a proxy's or a future caller's may not) and a path
+# tenant ids, and a --debug log is pasted into bug reports. No setting lifts it: who needs the
+# wire records runs the code under their own logging setup (a level set before the CLI runs
+# is kept).
+WIRE_LOGGERS = ("httpx", "httpcore")
 
 
 def _not_said_by_the_command(record: logging.LogRecord) -> bool:
