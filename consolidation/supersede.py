@@ -691,7 +691,9 @@ class KindCheck:
                 self._kinds = _unit_rows(self.embedder.embed([f"the {k}" for k in VENUE_KINDS]))
             noun, req, booked = _unit_rows(self.embedder.embed([f"the {obj}", request, f"the {thing}"]))
         except Exception:
-            log.warning("could not embed %r to tell its kind; it takes back no booking", obj, exc_info=True)
+            # its length, never the phrase: it is a stored turn's words, and logs hold no content
+            log.warning("could not embed a %d-character noun phrase to tell its kind; it takes back no booking",
+                        len(obj), exc_info=True)
             return False
         of_thing = np.sort(self._kinds @ booked)
         if float(of_thing[-1] - of_thing[-2]) < KIND_LEAD_COSINE:
@@ -715,7 +717,8 @@ class KindCheck:
         try:
             vecs = _unit_rows(self.embedder.embed([f"the {head}", *(f"the {w}" for w in words)]))
         except Exception:
-            log.warning("could not embed %r to find its other names", obj, exc_info=True)
+            log.warning("could not embed a %d-character noun phrase to find its other names", len(obj),
+                        exc_info=True)
             return None
         sims = vecs[1:] @ vecs[0]
         best = int(np.argmax(sims))
