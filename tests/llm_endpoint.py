@@ -3,17 +3,27 @@ demand, for the tests of the LLM summarizer's failure handling (no test uses the
 network).
 
 `reply` answers every request: a function of the request (`Request`) returning a
-`Reply`. The server records each request it got (`requests`)."""
+`Reply`. The server records each request it got (`requests`).
+
+For the tests that run the `tiermem` CLI against it: `over_budget_data` (a data dir whose
+views ask the summarizer) and `cli_env` (the CLI's environment for that data dir and
+endpoint)."""
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+from tiermem import Config, Memory
+from tiermem.tiers.embed_onnx import FastEmbedder
+from tiermem.tiers.redis_server import EmbeddedRedis
 
 
 @dataclass(frozen=True)
@@ -121,3 +131,23 @@ class FirstHeld:
         else:
             self.again.set()
         return completion(self.content)
+
+
+def over_budget_data(d: Path, embedder: FastEmbedder, conversation: str, turns: int) -> Iterator[Path]:
+    """For a fixture: a data dir `d` with one conversation of `turns` turns, past the
+    views' budget (a caller's small warm_max_turns_behind); the CLI's Redis stopped after."""
+    with Memory(Config(data_dir=d), hot=False, background_indexing=False, embedder=embedder) as mem:
+        mem.append_many(conversation, [{"role": "user", "content": f"Fact {i}: the code word {i} is banana{i}."}
+                                       for i in range(turns)])
+    yield d
+    EmbeddedRedis(d).stop()  # the CLI's hot tier, when it started one
+
+
+def cli_env(data: Path, endpoint: LLMEndpoint, timeout_s: float, max_turns_behind: int) -> dict[str, str]:
+    """The `tiermem` CLI's environment: no TIERMEM_* setting of the runner, the data dir,
+    the LLM summarizer on `endpoint` (model "m", no API key)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
+    env.update(TIERMEM_DATA_DIR=str(data), TIERMEM_SUMMARIZER="llm", TIERMEM_LLM_BASE_URL=endpoint.url,
+               TIERMEM_LLM_MODEL="m", TIERMEM_LLM_API_KEY_ENV="", TIERMEM_LLM_TIMEOUT_S=str(timeout_s),
+               TIERMEM_WARM_MAX_TURNS_BEHIND=str(max_turns_behind))
+    return env

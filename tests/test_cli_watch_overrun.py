@@ -15,7 +15,6 @@ the test lets it go, so the first run lasts as long as the test says."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -24,11 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from llm_endpoint import FirstHeld, LLMEndpoint, serving
+from llm_endpoint import FirstHeld, LLMEndpoint, cli_env, over_budget_data, serving
 
-from tiermem import Config, Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
-from tiermem.tiers.redis_server import EmbeddedRedis
 
 pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
 
@@ -60,19 +57,11 @@ def endpoint(held: FirstHeld) -> Iterator[LLMEndpoint]:
 @pytest.fixture
 def data(tmp_path: Path, embedder: FastEmbedder) -> Iterator[Path]:
     """A data dir with one conversation whose views are over budget."""
-    d = tmp_path / "data"
-    with Memory(Config(data_dir=d), hot=False, background_indexing=False, embedder=embedder) as mem:
-        mem.append_many(CONV, [{"role": "user", "content": f"Fact {i}: the code word {i} is banana{i}."}
-                               for i in range(TURNS)])
-    yield d
-    EmbeddedRedis(d).stop()  # the CLI's hot tier
+    yield from over_budget_data(tmp_path / "data", embedder, CONV, TURNS)
 
 
 def test_a_run_longer_than_the_interval_is_said_once(data: Path, endpoint: LLMEndpoint, held: FirstHeld) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
-    env.update(TIERMEM_DATA_DIR=str(data), TIERMEM_SUMMARIZER="llm", TIERMEM_LLM_BASE_URL=endpoint.url,
-               TIERMEM_LLM_MODEL="m", TIERMEM_LLM_API_KEY_ENV="", TIERMEM_LLM_TIMEOUT_S=str(LLM_TIMEOUT_S),
-               TIERMEM_WARM_MAX_TURNS_BEHIND=str(MAX_TURNS_BEHIND))
+    env = cli_env(data, endpoint, LLM_TIMEOUT_S, MAX_TURNS_BEHIND)
     proc = subprocess.Popen([TIERMEM, "consolidate", "--watch", "--json", "--interval", str(INTERVAL_S)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

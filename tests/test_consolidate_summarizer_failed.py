@@ -16,19 +16,17 @@ The CLI runs as a real process against a real local HTTP endpoint (llm_endpoint)
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from llm_endpoint import LLMEndpoint, Reply, completion, serving
+from llm_endpoint import LLMEndpoint, Reply, cli_env, completion, over_budget_data, serving
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.errors import SummarizerError
-from tiermem.tiers.redis_server import EmbeddedRedis
 
 pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
 
@@ -70,19 +68,11 @@ def llm_config(data: Path, endpoint: LLMEndpoint) -> Config:
 @pytest.fixture
 def data(tmp_path: Path, embedder: FastEmbedder) -> Iterator[Path]:
     """A data dir with one conversation whose views are over budget."""
-    d = tmp_path / "data"
-    with Memory(Config(data_dir=d), hot=False, background_indexing=False, embedder=embedder) as mem:
-        mem.append_many(CONV, [{"role": "user", "content": f"Fact {i}: the code word {i} is banana{i}."}
-                               for i in range(TURNS)])
-    yield d
-    EmbeddedRedis(d).stop()  # the CLI's hot tier, when it started one
+    yield from over_budget_data(tmp_path / "data", embedder, CONV, TURNS)
 
 
 def tiermem(data: Path, endpoint: LLMEndpoint, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
-    env.update(TIERMEM_DATA_DIR=str(data), TIERMEM_SUMMARIZER="llm", TIERMEM_LLM_BASE_URL=endpoint.url,
-               TIERMEM_LLM_MODEL="m", TIERMEM_LLM_API_KEY_ENV="", TIERMEM_LLM_TIMEOUT_S=str(LLM_TIMEOUT_S),
-               TIERMEM_WARM_MAX_TURNS_BEHIND=str(MAX_TURNS_BEHIND))
+    env = cli_env(data, endpoint, LLM_TIMEOUT_S, MAX_TURNS_BEHIND)
     return subprocess.run([TIERMEM, *args], env=env, capture_output=True, text=True, timeout=RUN_LIMIT_S,
                           check=False)
 
