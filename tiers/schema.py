@@ -11,6 +11,11 @@ Invariants:
   and is left untouched: the file and its WAL as they were.
 - The file is created 0600 before WAL mode exists, so the -wal and -shm sidecars get the
   same mode; `secure_delete` is on for every connection (erased text is overwritten).
+- A file written by a tiermem before `secure_delete` (schema < SECURE_DELETE_SINCE) is
+  flagged when migrated (RESIDUE_KEY) and rewritten once by the scrub its open owes
+  (VACUUM, tiers/cold.py); an erasure is not reported scrubbed while that is owed.
+- Deleting a conversation's row deletes its rows in the small tables added since m014
+  (a trigger, m032), inside whatever process deletes it: an older one still running too.
 """
 
 from __future__ import annotations
@@ -42,6 +47,17 @@ except ImportError as exc:  # pragma: no cover - the dependency is declared
 
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 SCRUB_PENDING_KEY = "scrub_pending"  # meta: an erasure committed, its reclaim not yet done
+# meta: the file may hold text deleted before `secure_delete` (a store an older tiermem
+# wrote): the next scrub rewrites the whole file (VACUUM, tiers/cold.py ColdStore.reclaim)
+RESIDUE_KEY = "residue_before_secure_delete"
+# The schema version of the first code that set `secure_delete` on every connection
+# (c7ecb6b, which added m013): code at a lower version wrote without it, so a store it
+# wrote may hold deleted rows' text in free space, and in unused space inside pages it
+# split or trimmed, where no later secure_delete delete reaches it
+SECURE_DELETE_SINCE = 13
+# c7ecb6b's commit time (2026-12-01 09:25:26 UTC), unix seconds: a conversation key
+# issued before it was issued by code without `secure_delete` (m031)
+SECURE_DELETE_RELEASED_AT = 1796117126.0
 # meta key prefix, + a conversation's key: the digest migrate-store's copy of that
 # conversation was written with (tiers.migrate_store). It names the conversation and
 # digests its content, so an erasure deletes it with the conversation's other rows
@@ -627,6 +643,55 @@ def m030_fork_parent_owed(c: Connection) -> None:
         c.execute(f"ALTER TABLE erase_owed ADD COLUMN {FORK_PARENT_COLUMN} TEXT")
 
 
+def m031_residue_before_secure_delete(c: Connection) -> None:
+    # A store that an older tiermem wrote before `secure_delete` (SECURE_DELETE_SINCE)
+    # may hold deleted text anywhere in the file: rows erased by that code, and the unused
+    # space of pages it split (a reviewer found 8 copies of a conversation erased after
+    # the upgrade in an interior page of `messages`, scrubbed=True). `migrate` flags a
+    # store it takes across that version (`owe_residue_vacuum`); this step flags one that
+    # an earlier tiermem took across it, where the key of a conversation issued before that
+    # code was released tells (m013 copied each existing conversation's created_at).
+    # A store that held no conversation then, or whose clock was wrong, is not told apart.
+    if c.execute("SELECT 1 FROM conversation_keys WHERE issued_at < ? LIMIT 1",
+                 (SECURE_DELETE_RELEASED_AT,)).fetchone() is not None:
+        owe_residue_vacuum(c)
+
+
+# m032: the conversation-keyed tables an older tiermem's erasure may not know of (m014
+# and after), emptied of a conversation's rows when its row goes
+ROWS_DELETED_WITH_CONVERSATION = (STATEMENT_TABLE, "view_claims", "idempotency_keys", "view_failures",
+                                  RECHECK_TABLE)
+CONVERSATION_DELETE_TRIGGER = "conversations_delete_rows"  # m032
+
+
+def m032_conversation_delete_trigger(c: Connection) -> None:
+    # An older tiermem still running beside a newer one (it opened the file before the
+    # newer one migrated it, and keeps its own list of tables) erases a conversation
+    # without the rows of tables added after it: an idempotency key's fingerprint of the
+    # erased request, its view failures and claims, its pending rechecks stayed (found by
+    # a reviewer with 98529cc). PostgreSQL's tables have foreign keys ON DELETE CASCADE,
+    # which fire for any code; SQLite's foreign keys are off, so this trigger does it,
+    # inside whatever process deletes the row. Small per-conversation tables only: the
+    # rows of a large one (turns, messages) go in batches (ColdStore._purge_owed), and a
+    # trigger would delete them all in the detaching transaction. Rows such a process
+    # already left are deleted here once (a key with rows still owed keeps them: its purge
+    # deletes them; an unpublished fork's too).
+    deletes = " ".join(f"DELETE FROM {t} WHERE conversation_id = OLD.id;" for t in ROWS_DELETED_WITH_CONVERSATION)
+    c.execute(f"CREATE TRIGGER IF NOT EXISTS {CONVERSATION_DELETE_TRIGGER} AFTER DELETE ON conversations BEGIN "
+              f"{deletes} DELETE FROM meta WHERE key = '{COPIED_DIGEST_PREFIX}' || OLD.id; END")
+    for t in ROWS_DELETED_WITH_CONVERSATION:
+        c.execute(f"DELETE FROM {t} WHERE conversation_id NOT IN (SELECT id FROM conversations) "
+                  "AND conversation_id NOT IN (SELECT key FROM erase_owed)")
+
+
+def owe_residue_vacuum(c: Connection) -> None:
+    """Inside a migration's transaction: flag the store as possibly holding text deleted
+    before `secure_delete` (RESIDUE_KEY), and owe a scrub (SCRUB_PENDING_KEY), which the
+    open after the migration runs: ColdStore.reclaim rewrites the file (VACUUM) and clears
+    both only once that succeeded."""
+    c.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", [(RESIDUE_KEY,), (SCRUB_PENDING_KEY,)])
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -658,6 +723,8 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m028_tokenizer_recorded,
     m029_supersession_rechecks,
     m030_fork_parent_owed,
+    m031_residue_before_secure_delete,
+    m032_conversation_delete_trigger,
 ]
 def schema_version() -> int:
     """The schema version this code writes. Every layer's tables live in the one list of
@@ -770,6 +837,7 @@ def migrate(conn: Connection, path: str) -> int:
     found = conn.execute("PRAGMA user_version").fetchone()[0]
     if found > supported:
         raise SchemaTooNew(path, found, supported)
+    started = found  # 0: a new file (nothing was written without secure_delete)
     while found < supported:
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -779,6 +847,9 @@ def migrate(conn: Connection, path: str) -> int:
                 raise SchemaTooNew(path, found, supported)
             if found < supported:
                 MIGRATIONS[found](conn)
+                if found + 1 == SECURE_DELETE_SINCE and started > 0:
+                    # written by code without secure_delete: the file is rewritten once (m031)
+                    owe_residue_vacuum(conn)
                 conn.execute(f"PRAGMA user_version = {found + 1}")
             conn.execute("COMMIT")
         except BaseException:
