@@ -87,6 +87,12 @@ Invariants:
 - `token` is held to the service's rule for its tokens (`tiermem.config.HEADER_TOKEN`:
   visible ASCII, no token past it authenticates) when the client is made, refused without
   quoting it (httpx's own refusal quoted the header, secret and all).
+- `base_url` is an http(s) URL with a host and no userinfo, query or fragment, refused when
+  the client is made otherwise (`ValidationError` naming `base_url`). A URL is shown in an
+  error only through `redacted_url` (no password however its userinfo is written): the
+  client's errors travel into logs and tracebacks. tiermem authenticates by bearer token
+  alone: a `user:password@` in the URL made httpx send basic auth in the token's place,
+  and put the password in its INFO request log and in this client's errors.
 - Importing this module loads neither the service (FastAPI) nor an embedding runtime.
 """
 
@@ -101,7 +107,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Literal, TypeVar, overload
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -149,6 +155,7 @@ from tiermem.tiers.errors import (
     body_limit_of,
     field_error,
     not_found_detail,
+    shown,
 )
 from tiermem.tiers.models import (
     MAX_POSITION,
@@ -170,6 +177,7 @@ from tiermem.tiers.models import (
     validate_namespace,
 )
 from tiermem.tiers.plain_json import MAX_JSON_INT_DIGITS, NESTED_TOO_DEEP, check_int_digits, unencodable
+from tiermem.tiers.redis_url import redacted_url
 from tiermem.tiers.zones import optional_timezone
 
 __all__ = ["AnthropicContext", "AsyncClient", "Client", "Limits"]
@@ -485,13 +493,50 @@ def _token_hint(token: str) -> str:
     return ""
 
 
+def _checked_base_url(base_url: object) -> str:
+    """`base_url` as the client sends to it (no trailing `/`), refused (`ValidationError`
+    naming `base_url`, the URL shown only through `redacted_url`: no password, however its
+    userinfo is written) unless it is an http(s) URL with a host, a valid port if any, and
+    no userinfo, query or fragment."""
+    if not isinstance(base_url, str):
+        raise ValidationError("base_url", f"must be an http:// or https:// URL, got a {type(base_url).__name__}")
+    # shown redacted (first: a password may hold a `?` or `#`), then cut before any query
+    # or fragment (either may hold a key)
+    redacted = redacted_url(base_url)
+    bare = re.split(r"[?#]", redacted, maxsplit=1)[0]
+    cut = " followed by a query or fragment (not shown)" if bare != redacted else ""
+    got = f"got {shown(bare)}{cut}; nothing was sent"
+    if not base_url.startswith(("http://", "https://")):
+        raise ValidationError("base_url", f"must be an http:// or https:// URL, {got}")
+    # any `@`: a password holding an unescaped `/`, `?` or `#` ends urlsplit's netloc
+    # before its `@`, and httpx would still read the userinfo (or refuse the URL quoting it)
+    if "@" in base_url:
+        raise ValidationError("base_url", "must hold no user name or password (tiermem authenticates by "
+                              "bearer token alone: give it as token=...; httpx would send the userinfo "
+                              "as basic auth in the token's place, and the URL is in errors and httpx's "
+                              f"request log); an '@' in a path must be percent-encoded (%40), {got}")
+    parts = urlsplit(base_url)
+    if not parts.hostname:
+        raise ValidationError("base_url", f"must name a host, {got}")
+    try:
+        parts.port  # noqa: B018 (urlsplit checks the port when it is read)
+    except ValueError:
+        raise ValidationError("base_url", f"has an invalid port (a number 0-65535), {got}") from None
+    # the client appends /v1/... to the path: a query or fragment (even an empty one, a
+    # bare trailing `?` or `#`) would swallow it
+    for name, value, mark in (("query", parts.query, "?"), ("fragment", parts.fragment, "#")):
+        if value or mark in base_url:
+            raise ValidationError("base_url", f"must have no {name} (the client appends /v1/... to its "
+                                  f"path), {got}")
+    return base_url.rstrip("/")
+
+
 class _Calls:
     """Every request the clients send, built from Memory-shaped arguments: checks them,
     then says what to send and how to read the answer."""
 
     def __init__(self, base_url: str, token: str | None, namespace: str | None) -> None:
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ValidationError("base_url", f"must be an http:// or https:// URL, got {base_url!r}")
+        base_url = _checked_base_url(base_url)
         if token is not None and (not isinstance(token, str) or not token.strip()):
             raise ValidationError("token", "must be a non-empty string (None: no Authorization header)")
         if token is not None and not HEADER_TOKEN.fullmatch(token):
@@ -499,7 +544,7 @@ class _Calls:
             # quoted: an error travels into logs and tracebacks
             raise ValidationError("token", f"is refused (not shown: a secret); a token may hold {HEADER_TOKEN_RULE}"
                                   f"{_token_hint(token)}; nothing was sent")
-        self.base_url = base_url.rstrip("/")
+        self.base_url = base_url
         self.token = token
         self.namespace = self._checked_ns(namespace)
         # the server's limits once read (`_Base.limits`); None: not read, or not served
