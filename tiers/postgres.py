@@ -256,10 +256,12 @@ from tiermem.tiers.models import (
 from tiermem.tiers.owed import OWED_MARK_KEY, OWED_PREFIX, OwedDecisions
 from tiermem.tiers.recount import Recount, check_tokenizer
 from tiermem.tiers.schema import (
+    CONVERSATION_DELETE_TRIGGER,
     COPIED_DIGEST_PREFIX,
     DEFAULT_BUSY_TIMEOUT_MS,
     PIN_CANDIDATES_INDEX,
     RECHECK_TABLE,
+    ROWS_DELETED_WITH_CONVERSATION,
     SESSION_TURNS_INDEX,
     SUPERSEDED_PINS_INDEX,
     SUPERSESSION_VERSION_COLUMN,
@@ -977,6 +979,28 @@ def m016_supersession_rechecks(c: Conn) -> None:
               "position BIGINT NOT NULL, PRIMARY KEY (conversation_id, position))")
 
 
+def m017_conversation_delete_trigger(c: Conn) -> None:
+    # as the SQLite engine's m032: an older tiermem still running beside this one erases
+    # with its own list of tables (98529cc's had neither view_claims nor the tables after
+    # it). idempotency_keys goes by its foreign key (ON DELETE CASCADE), which any code's
+    # delete fires; the other small tables of a conversation had none, so this trigger
+    # deletes their rows inside whatever session deletes the row (unqualified names: the
+    # session's search_path, the store's schema, as for tm_bump_pin_version). Rows such a
+    # process already left are deleted here once.
+    tables = [t for t in ROWS_DELETED_WITH_CONVERSATION if t != "idempotency_keys"]
+    deletes = " ".join(f"DELETE FROM {t} WHERE conversation_id = OLD.id;" for t in tables)
+    c.execute(f"""CREATE FUNCTION tm_conversation_delete_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          {deletes}
+          DELETE FROM meta WHERE key = '{COPIED_DIGEST_PREFIX}' || OLD.id;
+          RETURN NULL;
+        END $$""")
+    c.execute(f"CREATE TRIGGER {CONVERSATION_DELETE_TRIGGER} AFTER DELETE ON conversations FOR EACH ROW "
+              "EXECUTE FUNCTION tm_conversation_delete_rows()")
+    for t in tables:
+        c.execute(f"DELETE FROM {t} x WHERE NOT EXISTS (SELECT 1 FROM conversations c WHERE c.id = x.conversation_id)")
+
+
 MIGRATIONS: list[Callable[[Conn], None]] = [
     m001_log,
     m002_index,
@@ -994,6 +1018,7 @@ MIGRATIONS: list[Callable[[Conn], None]] = [
     m014_supersession_versions,
     m015_tokenizer_recorded,
     m016_supersession_rechecks,
+    m017_conversation_delete_trigger,
 ]
 
 
