@@ -12,11 +12,15 @@ did."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from cold_helpers import raw
+from cold_helpers import ROOT, raw
 
 from tiermem.tiers import schema
 from tiermem.tiers.cold import ColdStore
@@ -172,5 +176,56 @@ def test_an_erasure_is_not_scrubbed_while_the_rewrite_is_owed(tmp_path: Path, co
         with store.reading() as conn:
             assert conn.execute("SELECT 1 FROM meta WHERE key = ?", (RESIDUE_META,)).fetchone() is None
         assert [m.body["content"] for m in store.history("kept")] == ["kept text"]
+    finally:
+        store.close()
+
+
+# a child erases with the rewrite owed; it stops where the rewrite would start (the kill's timing)
+KILLED_CHILD = """
+import sys, time
+from pathlib import Path
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.tokens import BpeTokenCounter
+
+def stall(step):
+    if step == "reclaim:residue":
+        print("COMMITTED", flush=True)
+        time.sleep(600)
+
+store = ColdStore(Path(sys.argv[1]), tokens=BpeTokenCounter())
+store._fault = stall
+store.delete_conversation("gone")
+"""
+CHILD_START_TIMEOUT_S = 60  # the child's imports and open on a loaded CI machine
+
+
+def test_a_process_killed_before_the_rewrite_leaves_it_owed(tmp_path: Path, counter: BpeTokenCounter) -> None:
+    db = tmp_path / "tiermem.db"
+    store = ColdStore(db, tokens=counter)
+    for conv in ("kept", "gone"):
+        store.append(conv, Message(role="user", content=f"{conv} text"))
+    store.close()
+    canary = "zqkilledrewritecanary"
+    _residue_in_live_page(db, canary)
+    with raw(db) as conn:  # owed, as an open that could not rewrite it leaves it
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (RESIDUE_META,))
+    child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, str(db)], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "COMMITTED"  # the erasure committed, the rewrite not begun
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait(timeout=CHILD_START_TIMEOUT_S)
+    assert _copies_of(db, canary) > 0
+    with raw(db) as conn:
+        owed = {r[0] for r in conn.execute("SELECT key FROM meta WHERE key IN (?, 'scrub_pending')", (RESIDUE_META,))}
+    assert owed == {RESIDUE_META, "scrub_pending"}
+    store = ColdStore(db, tokens=counter)  # the next open: the rewrite it owes
+    try:
+        assert _copies_of(db, canary) == 0
+        assert [m.body["content"] for m in store.history("kept")] == ["kept text"]
+        assert store.key_of("default", "gone") is None  # the erasure itself had committed
     finally:
         store.close()
