@@ -29,6 +29,18 @@ Scores per method and budget:
   content of a plan item whose ``reason`` says "superseded" (tiermem's planner either
   drops superseded turns, or keeps them marked that way).
 
+Every probe is scored on a fresh context, as the first call of its conversation (as the
+LoCoMo eval's since 1e7dc5a): tiermem's `context()` runs as a what-if plan
+(``record=False``), which keeps no prompt-cache epoch state (planner.epoch) for the next
+call. The figures are per probe, and a budget gives the same contexts alone as beside other
+budgets. (Before, one budget alone extended each probe's context from the previous probe's
+epoch, showing or rewinding past what it retrieved; in the three-budget run the smallest
+budget's context was still shaped by the previous probe's largest one. Seed 0: retention
+100% and 0 leaks throughout, but tiermem's mean tokens at 500 were 466 alone, 487 in the
+three-budget run, 494 in both now; at 1,000 alone 947, now 994 as in the three-budget
+run.) Each run's conversations are new to the data dir (`unique_conversation_id`), so no
+earlier run's epoch state is there to drop.
+
 Goal (issue 6): 100% retention and 0 leakage at 1,000 tokens. The generator is this
 file's own; it shares nothing with the planner's rules, and the planner must not
 special-case its templates.
@@ -629,7 +641,8 @@ def run_pressure(
                     for name in active:
                         if name == TIERMEM:
                             t = time.perf_counter()
-                            out = tiermem_context(memory, conv, probe.text, b, namespace=ns)
+                            # a what-if plan: no epoch carried to the next probe (or budget)
+                            out = tiermem_context(memory, conv, probe.text, b, namespace=ns, record=False)
                             ms = (time.perf_counter() - t) * 1000
                             sup = [texts[p] for p in out.superseded_positions if p in texts]
                             ok = messages_tokens(memory.tokens, out.messages) == out.tokens
