@@ -88,7 +88,12 @@ from tiermem.tiers.catchup import PendingTurn
 from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
 from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded, model_unavailable_errors, start_build
-from tiermem.tiers.errors import ConversationNotFound, EmbeddingUnavailable, ValidationError
+from tiermem.tiers.errors import (
+    ConversationNotFound,
+    EmbeddingModelConflict,
+    EmbeddingUnavailable,
+    ValidationError,
+)
 from tiermem.tiers.formats import hidden_positions, is_control
 from tiermem.tiers.lexical import forget_terms
 from tiermem.tiers.memo import memo_scope, move_scope, new_conversation_scope, remembered_for
@@ -341,6 +346,10 @@ class _Indexer(threading.Thread):
 
     def run(self) -> None:
         owed_look = time.monotonic() + INDEXER_WAKE_S  # the next look for an owed scrub
+        # the models and widths of the embedding-model conflict logged last (None: none
+        # now): another live process won the store and every wake's catch-up fails alike
+        # until it changes, so it is logged once, not at every wake
+        conflict: tuple[int, str | None, int, str | None] | None = None
         while not self.stopping.is_set():
             woken = self.wake.wait(timeout=INDEXER_WAKE_S)
             self.wake.clear()
@@ -364,8 +373,15 @@ class _Indexer(threading.Thread):
                 # the rest stays pending for the next catch-up, and the wait is at most
                 # about a pool (seconds: tiers.store.INDEX_POOL_MAX_CHARS), not the backlog
                 with self.memory._erasures_during():  # it fills memos with the texts it embeds
-                    self.memory.cold.index_pending(batch=self.memory.config.embedding_batch_size,
-                                                   stop=self.stopping.is_set)
+                    stored = self.memory.cold.index_pending(batch=self.memory.config.embedding_batch_size,
+                                                            stop=self.stopping.is_set)
+                if stored:  # it stores again (nothing pending tells nothing): a conflict is news again
+                    conflict = None
+            except EmbeddingModelConflict as e:  # its message names embedding_model and both models
+                state = (e.stored_dim, e.stored_model, e.ours_dim, e.ours_model)
+                if state != conflict:
+                    conflict = state
+                    log.warning("background embedding stopped until the conflict changes: %s", e)
             except Exception:  # a derived index must never kill the process
                 log.exception("background embedding failed; will retry")
 
