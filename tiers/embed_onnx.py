@@ -45,6 +45,11 @@ Invariants:
   `workers` threads on one session with one intra-op thread each; the vectors are those
   of one text per call (padding is masked), in the caller's order. Every pool of
   threads is sized or bounded by `usable_cpus`: the affinity mask and the CPU quota.
+- **Long texts.** Only a text's first max_length tokens reach the model; a long text is
+  tokenized from a head cut before a space (`text_head`), kept only where its own tokens
+  overflow max_length, so the ids are the whole text's (tokenizers whose pre-tokenizer
+  splits at spaces, `head_chars`; any other tokenizes the whole text): a 1 MB turn costs
+  ~1 ms to tokenize, not ~0.5 s.
 - **Queries.** One query at a time runs a second session (two threads, where a core is
   spare) of a fused copy of the export (`QUERY_MODEL_FILE`, made once beside it and probe
   checked like it): its vectors are within MIN_COSINE of the stored ones and are never
@@ -170,6 +175,20 @@ CACHE_FILE_MODE = 0o644
 MANIFEST = "manifest.json"
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"  # in the model's directory: the fast runtime's tokenizer
+# A long text is tokenized from a head, not whole: the tokenizer keeps only the first
+# max_length tokens (256), and tokenizing all of a 1 MB turn to keep them cost ~0.5 s of
+# CPU (10 such turns: ~5 s of the first context that embeds them). The head ends before a
+# space, where the pre-tokenizer splits, so its tokens are the whole text's first ones; it
+# is taken only where the head's own tokens overflow max_length (else twice as long, up to
+# the whole text). First head: this many characters per token kept (LoCoMo turns and
+# English prose average ~4-5; a head too short costs one more, twice as long, try).
+HEAD_CHARS_PER_TOKEN = 8
+# Pre-tokenizers that split at every space and normalizers that work char by char (a space
+# composes with nothing before it): a head cut before a space gives the whole text's first
+# tokens. Any other tokenizer (or left-side truncation) tokenizes the whole text.
+HEAD_PRE_TOKENIZERS = frozenset({"BertPreTokenizer", "Whitespace", "WhitespaceSplit"})
+HEAD_NORMALIZERS = frozenset({"NoneType", "BertNormalizer", "Lowercase", "StripAccents", "NFC", "NFD", "NFKC",
+                              "NFKD", "Strip"})
 CHECKED_DIR = "checked"  # in the cache dir: one empty-ish stamp per passed load check
 STAMPS_DIR = "stamps"  # in the cache dir: each model directory's digest, under its files' stat
 # hex digits of the model directory's path hash that start its stamps' names (and tell
@@ -629,13 +648,29 @@ class OnnxSession:
                                         damaged=True) from exc
         # the Rust tokenizer refuses concurrent use of one instance ("Already borrowed")
         self._tok_lock = threading.Lock()
+        self._head_chars = head_chars(tok)
 
     def encode(self, texts: list[str]) -> list[Any]:
-        """The tokenizer's encodings (ids, type ids), truncated, unpadded."""
+        """The tokenizer's encodings (ids, type ids), truncated, unpadded: a long text's
+        from a head of it (HEAD_CHARS_PER_TOKEN), the same ids as from the whole text."""
         # what sentence-transformers' Transformer module does before tokenizing
         prepared = [t.strip().lower() if self.lower else t.strip() for t in texts]
+        limit = self._head_chars
         with self._tok_lock:
-            return list(self.tokenizer.encode_batch(prepared))
+            if limit is None:
+                return list(self.tokenizer.encode_batch(prepared))
+            heads = [text_head(t, limit) for t in prepared]
+            encs = list(self.tokenizer.encode_batch(heads))
+            while True:
+                # a head whose tokens did not overflow max_length may hold fewer than the whole text's
+                short = [i for i, e in enumerate(encs) if len(heads[i]) < len(prepared[i]) and not e.overflowing]
+                if not short:
+                    return encs
+                limit *= 2
+                for i in short:
+                    heads[i] = text_head(prepared[i], limit)
+                for i, e in zip(short, self.tokenizer.encode_batch([heads[i] for i in short]), strict=True):
+                    encs[i] = e
 
     def run_encoded(self, encs: list[Any]) -> np.ndarray:
         """Vectors of encodings, padded to the longest of them."""
@@ -654,6 +689,34 @@ class OnnxSession:
 
     def run(self, texts: list[str]) -> np.ndarray:
         return self.run_encoded(self.encode(texts))
+
+
+def head_chars(tokenizer: Any) -> int | None:
+    """The first head's length in characters for `tokenizer` (a `tokenizers.Tokenizer`,
+    truncation on), or None where a head's tokens need not be the whole text's first ones
+    (HEAD_PRE_TOKENIZERS, HEAD_NORMALIZERS, right-side truncation): it tokenizes texts whole."""
+    trunc = tokenizer.truncation
+    if not trunc or trunc.get("direction", "right") != "right":
+        return None
+    if type(tokenizer.pre_tokenizer).__name__ not in HEAD_PRE_TOKENIZERS:
+        return None
+    norm = tokenizer.normalizer
+    parts = getattr(norm, "normalizers", None) if type(norm).__name__ == "Sequence" else [norm]
+    if parts is None or any(type(n).__name__ not in HEAD_NORMALIZERS for n in parts):
+        return None
+    return int(trunc["max_length"]) * HEAD_CHARS_PER_TOKEN
+
+
+def text_head(text: str, limit: int) -> str:
+    """`text` cut before its last space within `limit` characters (or its first space
+    after them, where none is within), the pre-tokenizer's split: every word of the head
+    is a whole word of the text. The whole text where it is no longer or has no space."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    if cut <= 0:
+        cut = text.find(" ", limit)
+    return text if cut <= 0 else text[:cut]
 
 
 def _read_tokenizer(tokenizer_class: Any, model_path: Path) -> Any:
