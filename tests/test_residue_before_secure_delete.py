@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from cold_helpers import ROOT, raw
 
-from tiermem.tiers import schema
+from tiermem.tiers import cold, schema
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.models import Message
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -142,7 +142,8 @@ def _copies_of(db: Path, text: str) -> int:
     return sum(f.count(text.encode()) for f in files)
 
 
-def test_an_erasure_is_not_scrubbed_while_the_rewrite_is_owed(tmp_path: Path, counter: BpeTokenCounter) -> None:
+def test_an_erasure_is_not_scrubbed_while_the_rewrite_is_owed(tmp_path: Path, counter: BpeTokenCounter,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     # the rewrite owed and kept from running (another connection's write lock from the
     # moment the erasure's scrub comes to it): the erasure reports not scrubbed, the text
     # the old code left stays, and the next open rewrites the file and clears the flag
@@ -155,7 +156,10 @@ def test_an_erasure_is_not_scrubbed_while_the_rewrite_is_owed(tmp_path: Path, co
     _residue_in_live_page(db, canary)
     with raw(db) as conn:  # as an open that could not rewrite it leaves the flag (its marker too)
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (RESIDUE_META,))
+    # an open that leaves it to the erasure (the file counted too large for an open to rewrite)
+    monkeypatch.setattr(cold, "REWRITE_AT_OPEN_MAX_BYTES", 0)
     store = ColdStore(db, tokens=counter, busy_timeout_ms=200)
+    monkeypatch.undo()
     with raw(db) as holder:
         def lock_before_rewrite(step: str) -> None:
             if step == "reclaim:residue":
@@ -192,6 +196,8 @@ def stall(step):
         print("COMMITTED", flush=True)
         time.sleep(600)
 
+from tiermem.tiers import cold
+cold.REWRITE_AT_OPEN_MAX_BYTES = 0  # the open leaves the rewrite to the erasure
 store = ColdStore(Path(sys.argv[1]), tokens=BpeTokenCounter())
 store._fault = stall
 store.delete_conversation("gone")

@@ -51,6 +51,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import string
 import threading
 import time
@@ -173,6 +174,23 @@ def _is_busy(exc: Exception) -> bool:
 
 
 log = logging.getLogger("tiermem.cold")
+
+# The owed rewrite (VACUUM) of a store written before `secure_delete` (RESIDUE_KEY) holds
+# the write lock for all of it (a reviewer's 1.49 GB store: 9.9 s, and a writer with a
+# 5 s busy timeout failed) and builds the copy in memory (peak 1.7 GB for it): an open,
+# or a running process's look at an owed scrub, does it only for a file up to this size;
+# a larger one is left owed to an erasure (bytes)
+REWRITE_AT_OPEN_MAX_BYTES = 256 * 2**20
+# The rewrite's pages go through the WAL, which grows to about the file's size: it needs
+# that much free space on the store's file system, plus this margin for the other files
+# there (bytes). With less it is not tried: a reviewer's store larger than the free space
+# failed it ("database or disk is full") with the disk left full until the process ended
+REWRITE_FREE_MARGIN_BYTES = 64 * 2**20
+# meta: the last rewrite that failed for something other than a busy store (a full disk,
+# memory): {"at": unix seconds, "free": bytes free after it}. Not tried again before
+# REWRITE_RETRY_AFTER_S, unless the free space grew by the file's size since
+RESIDUE_FAILED_KEY = "residue_rewrite_failed"
+REWRITE_RETRY_AFTER_S = 24 * 3600.0
 
 MAX_SQL_PARAMS = 500  # ids per IN (...) list: well under SQLite's 32766 host parameters
 # An erasure merges the FTS index before secure-deleting its rows when their deletes,
@@ -311,6 +329,7 @@ class ColdStore(SharedQueries):
         self._busy_timeout_ms = busy_timeout_ms
         # an erasure's WAL truncation waits for a reader: retried once after each write (`_tx`)
         self._wal_scrub_pending = False
+        self._residue_warned = False  # the owed rewrite's warning (`_rewrite_residue`), once a process
         self._conn = connect(self.path, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
         # opened read-only (the storage refuses writes): reads skip their derived catch-up
         self.read_only = bool(self._conn.execute("PRAGMA query_only").fetchone()[0])
@@ -389,11 +408,20 @@ class ColdStore(SharedQueries):
         # rows deleted here are scrubbed as an erasure's are, marker or not: an unfinished
         # fork's copy of a conversation erased meanwhile may be among them (one recorded
         # without its parent, which its erasure reported not scrubbed and left here)
-        if not n and not self._read("SELECT 1 FROM meta WHERE key = ?", (SCRUB_PENDING_KEY,)):
+        pending = bool(self._read("SELECT 1 FROM meta WHERE key = ?", (SCRUB_PENDING_KEY,)))
+        residue = bool(self._read("SELECT 1 FROM meta WHERE key = ?", (RESIDUE_KEY,)))
+        if not n and not pending and not (residue and owed_for_s is None):
             return
+        if residue and not n:  # no erasure: the upgrade's rewrite (m031, migrate) is what is owed
+            erasure = "the rewrite of a store written before secure_delete"
         try:
-            self.reclaim()
-            log.info("finished the scrub of %s", erasure)
+            if n or pending:
+                done = self.reclaim(at_open=True)
+            else:  # owed to the rewrite alone (an earlier open left it): the rewrite, nothing else
+                rewritten = self._rewrite_residue(at_open=True)
+                done = self._truncate_after_scrub() and rewritten  # truncated either way
+            if done:
+                log.info("finished the scrub of %s", erasure)
         except DriverDatabaseError:  # busy: the marker stays, the next open tries again
             log.warning("could not finish the scrub of %s now; %s", erasure, retry, exc_info=True)
 
@@ -2053,7 +2081,7 @@ class ColdStore(SharedQueries):
                 return True
         return False
 
-    def reclaim(self, *, erased_terms: Sequence[bytes] | None = None) -> bool:
+    def reclaim(self, *, erased_terms: Sequence[bytes] | None = None, at_open: bool = False) -> bool:
         """Make deleted rows unrecoverable from the files and hand space back, after an
         erasure whose FTS terms were `erased_terms` (None: not known, as for an erasure
         whose process died before its scrub; then the FTS index is merged whole). FTS5 with
@@ -2066,7 +2094,9 @@ class ColdStore(SharedQueries):
         truncated to zero bytes. Returns whether it was (a reader can hold it: see
         `wal_truncated`). The writes are one transaction (`_tx`) and the checkpoint is
         polled (`truncate_wal`): neither waits for another process holding the store's
-        lock, each at most busy_timeout_ms."""
+        lock, each at most busy_timeout_ms. A store written before `secure_delete` is
+        rewritten once (`_rewrite_residue`; `at_open`: by an open or a running process's
+        look, which leave a large file to an erasure); False while that is owed."""
         with self._tx() as c:
             if erased_terms is None or self._fts_keys_leak(erased_terms):
                 c.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
@@ -2075,9 +2105,10 @@ class ColdStore(SharedQueries):
             residue = c.execute("SELECT 1 FROM meta WHERE key = ?", (RESIDUE_KEY,)).fetchone() is not None
             if not residue:
                 c.execute("DELETE FROM meta WHERE key = ?", (SCRUB_PENDING_KEY,))
-        if residue:
-            self._step("reclaim:residue")
-            self._vacuum_residue()
+        rewritten = not residue or self._rewrite_residue(at_open=at_open)
+        return self._truncate_after_scrub() and rewritten
+
+    def _truncate_after_scrub(self) -> bool:
         if not self.truncate_wal():
             # another connection's read transaction holds old frames: this store's next
             # write (or its close) truncates it once the reader is done
@@ -2087,6 +2118,77 @@ class ColdStore(SharedQueries):
         else:
             self._wal_scrub_pending = False
         return not self._wal_scrub_pending
+
+    def _rewrite_residue(self, *, at_open: bool) -> bool:
+        """The rewrite a store written before `secure_delete` owes (`_vacuum_residue`), when
+        it can be done here; True when done. Not done (False; RESIDUE_KEY stays, so an
+        erasure reports `scrubbed` False): the file larger than REWRITE_AT_OPEN_MAX_BYTES
+        `at_open` (an open, or a running process's look: not an erasure, which was asked
+        for), too little free space for its WAL, or a failure other than busy recorded less
+        than REWRITE_RETRY_AFTER_S ago. One warning per process names why and what does it.
+        A failed rewrite's WAL is truncated before anything else (a full disk is handed
+        back); a busy one raises, as before (the next open or erasure retries)."""
+        self._step("reclaim:residue")
+        size = self._file_bytes()
+        free = shutil.disk_usage(self.path.parent).free
+        reason = self._residue_refusal(size, free, at_open=at_open)
+        if reason is None:
+            try:
+                self._vacuum_residue()
+                return True
+            except DriverDatabaseError as exc:
+                if _is_busy(exc):
+                    with contextlib.suppress(DriverDatabaseError):
+                        self.truncate_wal(wait=False)
+                    raise
+                with contextlib.suppress(DriverDatabaseError):  # hand the disk back first
+                    self.truncate_wal(wait=False)
+                free = shutil.disk_usage(self.path.parent).free
+                with contextlib.suppress(DriverDatabaseError), self._tx() as c:
+                    c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                              (RESIDUE_FAILED_KEY, json.dumps({"at": time.time(), "free": free})))
+                reason = f"the rewrite failed: {exc}; not tried again for {REWRITE_RETRY_AFTER_S / 3600:g} h " \
+                         "unless the free space grows by the file's size"
+        # owed to the rewrite alone now (RESIDUE_KEY): a running process's look at owed
+        # scrubs (`_scrub_owed`) does not come back to it, nor merge the index again
+        with contextlib.suppress(DriverDatabaseError), self._tx() as c:
+            c.execute("DELETE FROM meta WHERE key = ?", (SCRUB_PENDING_KEY,))
+        if not self._residue_warned:
+            self._residue_warned = True
+            log.warning(
+                "this store (%s, %.1f MiB) was written by a tiermem before schema 13 (before secure_delete) "
+                "and may still hold text deleted then; it is not rewritten now: %s. Until it is, erasures "
+                "report scrubbed: false. An erasure (`tiermem delete`, `tiermem prune`, "
+                "Memory.delete_conversation) rewrites it (VACUUM, holding the write lock meanwhile) when "
+                "the disk has %d MiB free (the file's size + %d MiB); %d MiB are free now",
+                self.path, size / 2**20, reason, (size + REWRITE_FREE_MARGIN_BYTES) // 2**20,
+                REWRITE_FREE_MARGIN_BYTES // 2**20, free // 2**20)
+        return False
+
+    def _file_bytes(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0
+
+    def _residue_refusal(self, size: int, free: int, *, at_open: bool) -> str | None:
+        """Why the owed rewrite is not done now (None: it is)."""
+        if at_open and size > REWRITE_AT_OPEN_MAX_BYTES:
+            return (f"the file is larger than {REWRITE_AT_OPEN_MAX_BYTES // 2**20} MiB, which an open "
+                    "rewrites (it would block other processes' writes and take memory about its size)")
+        if free < size + REWRITE_FREE_MARGIN_BYTES:
+            return "too little free space on its disk for the rewrite's WAL"
+        row = self._read("SELECT value FROM meta WHERE key = ?", (RESIDUE_FAILED_KEY,))
+        if row:
+            try:
+                failed = json.loads(row[0][0])
+                at, free_then = float(failed["at"]), int(failed["free"])
+            except (ValueError, KeyError, TypeError):
+                return None
+            if time.time() - at < REWRITE_RETRY_AFTER_S and free < free_then + size:
+                return (f"it failed {time.time() - at:.0f} s ago and the free space has not grown by "
+                        "the file's size since")
+        return None
 
     def _vacuum_residue(self) -> None:
         """Rewrite the whole file (VACUUM) of a store an older tiermem wrote without
@@ -2113,7 +2215,8 @@ class ColdStore(SharedQueries):
         self._lock.release()
         self._step("reclaim:vacuumed")
         with self._tx() as c:  # only now: a process killed before this leaves it owed
-            c.executemany("DELETE FROM meta WHERE key = ?", [(RESIDUE_KEY,), (SCRUB_PENDING_KEY,)])
+            c.executemany("DELETE FROM meta WHERE key = ?",
+                          [(RESIDUE_KEY,), (SCRUB_PENDING_KEY,), (RESIDUE_FAILED_KEY,)])
 
     def truncate_wal(self, *, wait: bool = True) -> bool:
         """Checkpoint the WAL into the database file and truncate it to zero bytes;
