@@ -620,7 +620,8 @@ class ColdStore(SharedQueries):
         stored = self._read_vec_dim()
         if stored is None or stored == ours:
             return None
-        return VectorWidthConflict(str(self.path), stored, ours, self._recorded_vec_model(), self._vec_model)
+        return VectorWidthConflict(str(self.path), stored, ours, self._recorded_vec_model(), self._own_model(),
+                                   read_only=self.read_only)
 
     def _recorded_vec_model(self) -> str | None:
         rows = self._read("SELECT value FROM meta WHERE key = ?", (VEC_MODEL_KEY,))
@@ -645,16 +646,37 @@ class ColdStore(SharedQueries):
         has_vec, stored_dim, stored_model = bool(row[0]), row[1], row[2]
         if has_vec and stored_dim is not None and ours_dim is not None:
             conflict = embedding_conflict(str(self.path), int(stored_dim), ours_dim,
-                                          None if stored_model is None else str(stored_model), self._vec_model)
+                                          None if stored_model is None else str(stored_model), self._own_model(),
+                                          read_only=self.read_only)
             if conflict is not None:
                 raise conflict
         return has_vec
 
+    def _own_model(self) -> str | None:
+        """The model identity this process's vectors are checked as: `_vec_model` (set when
+        a catch-up checked the store), or on a read-only open, where no catch-up runs and
+        `_vec_model` stays None, the embedder's model files' identity (no load; cached by
+        the embedder): without it another model of the store's width would compare its
+        query vectors with the store's, silently."""
+        if self._vec_model is not None or not self.read_only or self.embedder is None:
+            return self._vec_model
+        files = getattr(self.embedder, "model_identity", None)
+        if files is None:
+            return None
+        try:
+            named = files()
+        except OSError:
+            return None  # a directory gone: nothing says the models differ
+        return named if isinstance(named, str) and named else None
+
     def _own_dim(self) -> int | None:
         """The width this process's reads of stored vectors are checked by (`_vectors_ours`):
         None without an embedder (a tool reading the log compares no vectors, whichever
-        model made them)."""
-        return self._vec_dim if self.embedder is not None else None
+        model made them); on a read-only open the embedder's (`_vec_dim` is then the
+        store's, read at open, as no catch-up set it)."""
+        if self.embedder is None:
+            return None
+        return int(self.embedder.dim) if self.read_only else self._vec_dim
 
     def _has_vec(self) -> bool:
         return bool(

@@ -530,17 +530,30 @@ class EmbeddingModelConflict(TiermemError, RuntimeError):
     instead of mixing two models' vectors in one ranking (same width) or the database's
     own dimension error (another width: `VectorWidthConflict`). This process never
     switches the store back (the two would wipe each other's vectors in turn).
+    Also a process whose store is open read-only (`read_only`), its embedder another model
+    or width than the store's vectors': it cannot re-embed them, so it neither compares
+    its query vectors with them nor reads them into a context.
     `stored_dim`/`stored_model`: the store's now; `ours_dim`/`ours_model`: this process's
     embedder's (a model None: unrecorded); `where`: the store."""
 
     def __init__(self, where: str, stored_dim: int, ours_dim: int, stored_model: str | None = None,
-                 ours_model: str | None = None) -> None:
+                 ours_model: str | None = None, *, read_only: bool = False) -> None:
         self.where = where
         self.stored_dim = stored_dim
         self.ours_dim = ours_dim
         self.stored_model = stored_model
         self.ours_model = ours_model
+        self.read_only = read_only
         # without `where`: what an HTTP answer says (a store's path or server is not a tenant's)
+        if read_only:  # no other process to blame, nothing this one can re-embed
+            self.problem = (
+                f"the store is read-only and its vectors are {stored_dim} wide from model "
+                f"{stored_model or 'unrecorded'}, and this process's embedding_model "
+                f"(model {ours_model or 'unrecorded'}) makes {ours_dim}-wide vectors: a read-only store "
+                f"cannot re-embed its turns (open it with the store's embedding_model, or where it can be "
+                f"written to re-embed every turn with this one)")
+            super().__init__(f"{where}: {self.problem}")
+            return
         self.problem = (
             f"the store's vectors are now {stored_dim} wide from model {stored_model or 'unrecorded'}, "
             f"set by another process's embedding_model, and this process's embedding_model "
@@ -565,15 +578,16 @@ class VectorWidthConflict(EmbeddingModelConflict):
 
 
 def embedding_conflict(where: str, stored_dim: int, ours_dim: int, stored_model: str | None,
-                       ours_model: str | None) -> EmbeddingModelConflict | None:
+                       ours_model: str | None, *, read_only: bool = False) -> EmbeddingModelConflict | None:
     """The error for a process whose embedder (`ours_*`) is not the one the store's vectors
     now come from (`stored_*`), else None: a `VectorWidthConflict` for another width, an
     `EmbeddingModelConflict` for another model of the same width. A model unrecorded on
-    either side (None) is no conflict of models (nothing says they differ)."""
+    either side (None) is no conflict of models (nothing says they differ). `read_only`:
+    the store is open read-only (the message says so, not another process)."""
     if stored_dim != ours_dim:
-        return VectorWidthConflict(where, stored_dim, ours_dim, stored_model, ours_model)
+        return VectorWidthConflict(where, stored_dim, ours_dim, stored_model, ours_model, read_only=read_only)
     if stored_model is not None and ours_model is not None and stored_model != ours_model:
-        return EmbeddingModelConflict(where, stored_dim, ours_dim, stored_model, ours_model)
+        return EmbeddingModelConflict(where, stored_dim, ours_dim, stored_model, ours_model, read_only=read_only)
     return None
 
 
