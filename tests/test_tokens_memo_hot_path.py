@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tiermem.tiers.memo import remembered_for
-from tiermem.tiers.tokens import MEMO_MAX_CHARS, BpeTokenCounter
+from tiermem.tiers.tokens import LONG_MEMO_MAX_CHARS, MEMO_MAX_CHARS, BpeTokenCounter
 
 SCOPE = "db\0c\0conv"
 
@@ -51,9 +51,18 @@ def test_a_remembered_count_makes_one_lookup_call(scope: str | None) -> None:
         assert counter.count(text) == n and counter.memo_hits == 2  # still counted, for stats and tests
 
 
-def test_a_long_text_is_counted_without_the_memo() -> None:
+def test_a_long_text_is_remembered_apart() -> None:
+    # not in the memo of short texts (bounded by its entries, 100k): in the few long ones'
     counter = BpeTokenCounter()
     text = "word " * (MEMO_MAX_CHARS // 5 + 1)
     with remembered_for(SCOPE):
         assert counter.count(text) == counter.count(text) == len(counter.encode(text))
-    assert len(counter._memo) == 0 and counter.memo_hits == 0
+    assert len(counter._memo) == 0 and len(counter._long_memo) == 1 and counter.memo_hits == 1
+
+
+def test_a_text_past_the_long_memo_is_counted_without_it() -> None:
+    counter = BpeTokenCounter()
+    text = "word " * (LONG_MEMO_MAX_CHARS // 5 + 1)
+    with remembered_for(SCOPE):
+        assert counter.count(text) == counter.count(text) == len(counter.encode(text))
+    assert len(counter._memo) == len(counter._long_memo) == 0 and counter.memo_hits == 0

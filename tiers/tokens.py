@@ -57,6 +57,16 @@ class TokenCounter(Protocol):
     def decode(self, tokens: list[int]) -> str: ...
 
 
+def _last_safe_cut(text: str, lo: int, hi: int) -> int:
+    """The last `_SAFE_CUT` match starting in [lo, hi) (a space after a non-space), or -1,
+    found from the end with `str.rfind`: iterating every match of the window in Python
+    took half of counting a 1 MB text (one per word, to keep the last)."""
+    cut = text.rfind(" ", lo, hi)
+    while cut != -1 and (cut == 0 or text[cut - 1].isspace()):  # re's \s is str.isspace
+        cut = text.rfind(" ", lo, cut)
+    return cut
+
+
 def _chunks(text: str) -> list[str]:
     if len(text) <= CHUNK_CHARS:
         return [text]
@@ -65,9 +75,7 @@ def _chunks(text: str) -> list[str]:
     while start < len(text):
         end = min(start + CHUNK_CHARS, len(text))
         if end < len(text):
-            cut = -1
-            for m in _SAFE_CUT.finditer(text, start + CHUNK_CHARS // 2, end):
-                cut = m.start()
+            cut = _last_safe_cut(text, start + CHUNK_CHARS // 2, end)
             if cut == -1:
                 # No safe cut in the window: any other cut may split a pretoken and
                 # change the count (a spaceless blob is common in tool output), so this
@@ -113,6 +121,15 @@ def _bpe_bindings() -> ModuleType:
 MAX_PARTIAL_CHAR_TOKENS = 3
 MEMO_MAX_CHARS = 2000
 MEMO_MAX_ENTRIES = 100_000  # at most ~30 MB of remembered short texts
+# Long texts are remembered too, a few: one context counts the latest user message and the
+# tail's turns several times (the fixed part's check, its room, the candidate, the
+# rendered result), ~45 ms of CPU each per MB, and a conversation of 1 MB turns paid ~0.4 s
+# of it per context. A lookup hashes the text (~1 ms per MB, once per string object: Python
+# keeps a str's hash) instead of counting it. At most LONG_MEMO_MAX_ENTRIES texts (each
+# scope counting as tiers.memo.SCOPE_ENTRIES more) of up to LONG_MEMO_MAX_CHARS characters
+# (~500k tokens, past any context window): a few tens of MB held at worst.
+LONG_MEMO_MAX_CHARS = 2_000_000
+LONG_MEMO_MAX_ENTRIES = 12
 
 
 class BpeTokenCounter:
@@ -133,6 +150,7 @@ class BpeTokenCounter:
         # found again only in the memo scope it was counted in (tiers.memo: a text another
         # tenant wrote is never counted faster)
         self._memo: ScopedMemo[str, int] = ScopedMemo(MEMO_MAX_ENTRIES)
+        self._long_memo: ScopedMemo[str, int] = ScopedMemo(LONG_MEMO_MAX_ENTRIES)
         self.memo_hits = 0  # counts answered from memory (for stats and tests)
 
     def count(self, text: str) -> int:
@@ -143,14 +161,15 @@ class BpeTokenCounter:
         # when full, which costs a few recounts, never a wrong count. A remembered count
         # costs one scope lookup and one dict lookup (the planner counts thousands of
         # lines per context(): ScopedMemo.get's MISS test and miss count doubled this)
-        if len(text) > MEMO_MAX_CHARS:
+        if len(text) > LONG_MEMO_MAX_CHARS:
             return self._count(text)
-        hit = self._memo.table().get(text)
+        memo = self._memo if len(text) <= MEMO_MAX_CHARS else self._long_memo
+        hit = memo.table().get(text)
         if hit is not None:
             self.memo_hits += 1
             return hit
         n = self._count(text)
-        self._memo.put(text, n)
+        memo.put(text, n)
         return n
 
     def _count(self, text: str) -> int:
@@ -160,6 +179,7 @@ class BpeTokenCounter:
         """Forget the remembered counts (and so the texts they are keyed by): an erasure
         leaves no copy of erased text in this process."""
         self._memo.clear()
+        self._long_memo.clear()
 
     def encode(self, text: str) -> list[int]:
         out: list[int] = []
