@@ -989,12 +989,15 @@ def m017_conversation_delete_trigger(c: Conn) -> None:
     # process already left are deleted here once.
     tables = [t for t in ROWS_DELETED_WITH_CONVERSATION if t != "idempotency_keys"]
     deletes = " ".join(f"DELETE FROM {t} WHERE conversation_id = OLD.id;" for t in tables)
-    c.execute(f"""CREATE FUNCTION tm_conversation_delete_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+    # OR REPLACE / IF EXISTS: a store whose recorded steps were rolled back by hand (or a
+    # rerun after a crash between DDL statements on a pooler) runs the step again
+    c.execute(f"""CREATE OR REPLACE FUNCTION tm_conversation_delete_rows() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
           {deletes}
           DELETE FROM meta WHERE key = '{COPIED_DIGEST_PREFIX}' || OLD.id;
           RETURN NULL;
         END $$""")
+    c.execute(f"DROP TRIGGER IF EXISTS {CONVERSATION_DELETE_TRIGGER} ON conversations")
     c.execute(f"CREATE TRIGGER {CONVERSATION_DELETE_TRIGGER} AFTER DELETE ON conversations FOR EACH ROW "
               "EXECUTE FUNCTION tm_conversation_delete_rows()")
     for t in tables:
