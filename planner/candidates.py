@@ -30,8 +30,7 @@ Invariants:
   strong keyword hit instead (`STRONG_KEYWORD_SHARE`), here and in the namespace's other
   conversations; with one, keyword hits alone never make a turn eligible.
 - Only as many candidates are read as could ever fit the room (`MIN_PIN_TOKENS`,
-  `TYPICAL_LINE_TOKENS`, or the conversation's own shorter lines: `typical_line_tokens`,
-  `TAIL_SCAN_TURNS`): a long conversation's reads stay bounded.
+  `TYPICAL_LINE_TOKENS`, `TAIL_SCAN_TURNS`): a long conversation's reads stay bounded.
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ from tiermem.planner.excerpt import enabled as excerpt_enabled
 from tiermem.planner.plan import Plan, PlanItem
 from tiermem.planner.prior import length_prior
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, replies_apply, score_turns
-from tiermem.planner.render import HEADING_SHARE_TOKENS, LINE_SEP_TOKENS, Renderer, when
+from tiermem.planner.render import HEADING_SHARE_TOKENS, Renderer, when
 from tiermem.planner.rounds import more_rounds
 from tiermem.planner.speakers import speaker_boost
 from tiermem.planner.statements import Part, StatementView
@@ -106,18 +105,6 @@ MAX_RETRIEVED_CANDIDATES = 400
 # 2,000), 7-13% faster context() at 2,000-4,000 (README, Results, 2026-12-03 11:27).
 TYPICAL_LINE_TOKENS = 35
 EXTRA_RETRIEVED_CANDIDATES = 20
-# A conversation of shorter lines (the pressure eval's generated ones, 20-25 tokens) had
-# its whole pool fit with room left empty (mean context 1,834 of 2,000): its own typical
-# line is the median of its newest TYPICAL_LINE_SAMPLE_TURNS turns' message tokens (the
-# turn cache holds them: a bounded, cheap read; they include the message overhead, about
-# what the line's "- " and speaker cost) plus RETRIEVED_LINE_OVERHEAD_TOKENS (the
-# separator; no heading share: the top-up pays headings exactly, once a session), never
-# above TYPICAL_LINE_TOKENS (a floor for the read) nor below MIN_TYPICAL_LINE_TOKENS
-# (MAX_RETRIEVED_CANDIDATES bounds the read too). LoCoMo dev medians 30-38: conv-30 and
-# conv-42 read a few more, same recall at 500-4,000, cost replay identical.
-TYPICAL_LINE_SAMPLE_TURNS = 1000
-RETRIEVED_LINE_OVERHEAD_TOKENS = LINE_SEP_TOKENS
-MIN_TYPICAL_LINE_TOKENS = 8
 PLAN_LEFT_OUT_PER_SLICE = 50  # left-out items listed per slice (the plan stays small)
 # The namespace's other conversations are scored from the turn cache when there are at
 # most this many (each costs an index seek per call) and they would fill at most half of
@@ -153,16 +140,6 @@ UNANSWERED_ROUNDS = 3
 SCORE_DECIMALS = 4  # a plan item's score is rounded to this many decimals
 _HAS_WORD = re.compile(r"\w")  # a summary line cut to nothing but joiners says nothing
 MIN_NAME_CHARS = 2  # shorter speaker names are kept in the query's embedding (too ambiguous to strip)
-
-
-def typical_line_tokens(table: TurnTable) -> int:
-    """Tokens of a typical retrieved line of `table`'s conversation, for sizing the read:
-    TYPICAL_LINE_TOKENS, or less when its newest turns are shorter (see the constants)."""
-    sample = table.tokens[max(0, len(table) - TYPICAL_LINE_SAMPLE_TURNS):len(table)]
-    if not len(sample):
-        return TYPICAL_LINE_TOKENS
-    own = int(np.median(sample)) + RETRIEVED_LINE_OVERHEAD_TOKENS
-    return max(MIN_TYPICAL_LINE_TOKENS, min(TYPICAL_LINE_TOKENS, own))
 
 
 def strong_keywords(bm25: Sequence[float]) -> np.ndarray:
@@ -551,7 +528,7 @@ class Candidates:
             return []
         # enough candidates to fill the whole remaining room, not just the share
         depth = max(self.settings.retrieval_k,
-                    min(MAX_RETRIEVED_CANDIDATES, room // typical_line_tokens(table) + EXTRA_RETRIEVED_CANDIDATES))
+                    min(MAX_RETRIEVED_CANDIDATES, room // TYPICAL_LINE_TOKENS + EXTRA_RETRIEVED_CANDIDATES))
         bm25 = [(p, s) for _c, p, s in lexical.here]
         windows = query_windows(query, float(table.created[-1]), zone=zone)
         scores = score_turns(table, qvec, bm25, windows,
