@@ -44,7 +44,13 @@ as planned). A hook does not see the graph's model: give it to the hooks,
 `TiermemHooks(mem, model=model)` (the one given to `create_react_agent`), and the
 default, None, picks per call (`tiermem.adapters.langchain.system_messages_for`, with
 the run's config for a configurable model): "in_turn" for an Anthropic chat model,
-"as_is" for any other, and without a model; a value given wins. Claude wants
+"as_is" for any other, and without a model; a value given wins. A model function
+(`create_react_agent(pick_model, ...)`: `pick_model(state, runtime)` returns the chat
+model of each call) is called by the pre_model_hook too, with the state and runtime it
+gets (the graph calls it again after the hook, the state's messages then the hook's
+input), and the form is the returned model's: the function should pick without side
+effects, and the same model from either state. An async one a hook cannot call: the hooks refuse it when made
+(`ValidationError` naming system_messages) unless system_messages is given. Claude wants
 `cache_marks` too, which stay explicit (marks change what a call costs).
 
 "Already stored" is read from the log at every sync, so several hooks on one conversation
@@ -54,14 +60,17 @@ the run's config for a configurable model): "in_turn" for an Anthropic chat mode
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any, Optional
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import Runnable
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike
 from tiermem.adapters._langchain_sync import ConversationSync
 from tiermem.adapters._threads import DEFAULT_MAX_THREADS, ThreadConversations, run_config
 from tiermem.adapters.langchain import calls_renamed, system_messages_for
+from tiermem.errors import ValidationError
 from tiermem.tiers.formats import SentCallIds
 
 if TYPE_CHECKING:
@@ -70,6 +79,13 @@ if TYPE_CHECKING:
 
 def _messages(state: Any) -> list[BaseMessage]:
     return list(state["messages"] if isinstance(state, dict) else state.messages)
+
+
+def model_function(model: object) -> bool:
+    """Whether `model` is a model function as `create_react_agent` tells one (a callable
+    that is neither a Runnable nor a model name): it calls `model(state, runtime)` for the
+    chat model of each call."""
+    return callable(model) and not isinstance(model, (str, Runnable))
 
 
 class TiermemHooks:
@@ -82,6 +98,12 @@ class TiermemHooks:
                  max_threads: int = DEFAULT_MAX_THREADS, cache_marks: int = 0,
                  system_messages: str | None = None, model: object = None) -> None:
         # the model the graph calls, for the form of system_messages=None (a hook sees none)
+        if system_messages is None and model_function(model) and inspect.iscoroutinefunction(model):
+            # a sync hook cannot await it, and a guess sends ChatAnthropic what it refuses
+            raise ValidationError("system_messages", f"must be given ('in_turn' for an Anthropic chat model such as "
+                                                     f"ChatAnthropic, 'as_is' for any other) with an async model "
+                                                     f"function, which a hook cannot call to tell the model: "
+                                                     f"model={getattr(model, '__qualname__', model)!r}")
         self.model = model
         self.threads = ThreadConversations(type(self).__name__, memory, conversation_id, budget=budget,
                                            system=system, timezone=timezone,
@@ -99,15 +121,24 @@ class TiermemHooks:
         (`ConversationSync.sync`)."""
         return self.conversation(config).sync(messages)
 
-    def model_input(self, messages: list[BaseMessage], config: RunnableConfig | None = None) -> list[BaseMessage]:
-        """`ConversationSync.model_input` in the run's conversation, for the hooks' model."""
-        form = None if self.threads.system_messages else system_messages_for(self.model, run_config(config))
+    def model_input(self, messages: list[BaseMessage], config: RunnableConfig | None = None, *,
+                    model: object = None) -> list[BaseMessage]:
+        """`ConversationSync.model_input` in the run's conversation, for `model` (None: the
+        hooks' model; a model function is resolved by `pre_model_hook`, which has the state)."""
+        target = self.model if model is None else model
+        form = None if self.threads.system_messages else system_messages_for(target, run_config(config))
         return self.conversation(config).model_input(messages, form)
 
     # `config` is injected by LangGraph, which matches the annotation's text: "Optional[RunnableConfig]"
-    # is one it knows ("RunnableConfig | None" is not, and would be left out with a warning)
-    def pre_model_hook(self, state: Any, config: Optional[RunnableConfig] = None) -> dict[str, Any]:  # noqa: UP045
-        return {"llm_input_messages": self.model_input(_messages(state), config)}
+    # is one it knows ("RunnableConfig | None" is not, and would be left out with a warning); `runtime`
+    # it injects by name (the Runtime a model function is called with)
+    def pre_model_hook(self, state: Any, config: Optional[RunnableConfig] = None,  # noqa: UP045
+                       runtime: Any = None) -> dict[str, Any]:
+        model = self.model
+        if self.threads.system_messages is None and model_function(model):
+            # the chat model this call goes to, as create_react_agent asks the function for it
+            model = model(state, runtime)  # type: ignore[operator]
+        return {"llm_input_messages": self.model_input(_messages(state), config, model=model)}
 
     def post_model_hook(self, state: Any, config: Optional[RunnableConfig] = None) -> dict[str, Any]:  # noqa: UP045
         messages = _messages(state)
