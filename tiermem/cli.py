@@ -1850,7 +1850,8 @@ def migrate_store_command(state: CliState, target: str, source: str | None, targ
                            source_schema=source_schema or cfg.cold_schema,
                            target_schema=target_schema or cfg.cold_schema, into_non_empty=into_non_empty,
                            busy_timeout_ms=cfg.busy_timeout_ms, operation_timeout_s=cfg.cold_operation_timeout_s,
-                           erase_scrub=cfg.cold_erase_scrub, on_erased=_target_hot_purge(cfg, target),
+                           erase_scrub=cfg.cold_erase_scrub, pool_mode=cfg.cold_pool_mode,
+                           on_erased=_target_hot_purge(cfg, target),
                            progress=None if as_json else lambda i, n: click.echo(f"copied {i}/{n}", err=True)
                            if i == n or i % 100 == 0 else None)
     if as_json:

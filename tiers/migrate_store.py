@@ -226,6 +226,15 @@ Invariants:
   schema exist, its removal on refusal) are connections of their own
   (`tiers.postgres.owned_connection`): the stores' connect timeout, and cut at the
   operations' deadline as a checkout is.
+- The PostgreSQL side is reached as the config's `cold_pool_mode` says (`pool_mode`,
+  tiers.postgres POOL_MODES), its store and those looks alike: behind a pooler in
+  transaction mode (PgBouncer's pool_mode = transaction) nothing is prepared on the server
+  and every setting is SET LOCAL in each checkout's transaction, as a Memory's store does.
+  What that mode cannot run (`check_pool_mode`: erase_scrub "full", the default, whose
+  VACUUM FULL needs one server session) is refused naming cold_pool_mode before either
+  side is opened. (Before 2026-12-07 the setting was ignored here: a copy through a
+  transaction-mode pooler ran its session settings and prepared statements on server
+  connections other clients get.)
 - The source is only read (opening it brings an older SQLite file to this code's schema,
   as any open does). Stop its writers first: a conversation that changes during the copy
   fails the final comparison instead of being copied half-new (a rerun then copies what
@@ -440,11 +449,12 @@ class _Side:
 
     def __init__(self, spec: str | Path, *, schema: str, tokens: TokenCounter, source: bool = False,
                  busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, operation_timeout_s: float | None = None,
-                 erase_scrub: str | None = None) -> None:
+                 erase_scrub: str | None = None, pool_mode: str = "session") -> None:
         """`source`: the side is read and must exist (a file or schema holding a log): it
         is refused, naming --from, before anything is created. `busy_timeout_ms`,
-        `operation_timeout_s` and `erase_scrub` (PostgreSQL; None: the store's default) as
-        the stores take them."""
+        `operation_timeout_s`, `erase_scrub` and `pool_mode` (PostgreSQL; None: the store's
+        default) as the stores take them."""
+        self.pool_mode = pool_mode
         self.postgres = is_postgres(spec)
         self.role = "source" if source else "target"
         self.fault: Callable[[str], None] | None = None  # migrate_store's `fault`: "close:<role>" (tests)
@@ -466,7 +476,8 @@ class _Side:
             self.store: _Store = PostgresStore(self.spec, tokens=tokens, schema=schema, lock_timeout_ms=busy_timeout_ms,
                                                operation_timeout_s=OPERATION_TIMEOUT_S if operation_timeout_s is None
                                                else operation_timeout_s,
-                                               erase_scrub=ERASE_SCRUB[0] if erase_scrub is None else erase_scrub)
+                                               erase_scrub=ERASE_SCRUB[0] if erase_scrub is None else erase_scrub,
+                                               pool_mode=pool_mode)
         else:
             path = sqlite_path(spec)  # a data dir (made if missing, for a target), else the file itself
             check_sqlite_file(path, "--from" if source else "--to", must_exist=source)
@@ -479,7 +490,7 @@ class _Side:
         cut past `_look_s` (StoreStalled), as the store's connections are."""
         from tiermem.tiers.postgres import owned_connection
 
-        return owned_connection(self.spec, where=self.label, timeout_s=self._look_s)
+        return owned_connection(self.spec, where=self.label, timeout_s=self._look_s, pool_mode=self.pool_mode)
 
     def _pg_schema_exists(self) -> bool:
         with self._pg_look() as c:
@@ -929,7 +940,8 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
                   progress: Callable[[int, int], None] | None = None,
                   fault: Callable[[str], None] | None = None, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
                   operation_timeout_s: float | None = None, erase_scrub: str | None = None,
-                  on_erased: Callable[[ColdLog, Sequence[str]], None] | None = None) -> MigrationReport:
+                  on_erased: Callable[[ColdLog, Sequence[str]], None] | None = None,
+                  pool_mode: str = "session") -> MigrationReport:
     """Copy the log at `source` into `target` (a postgresql:// URL or a SQLite file or
     data dir each), verify it, and report. See the module docstring for the guarantees.
     `fault(step)` is for tests: it is called after each conversation is written, inside
@@ -938,10 +950,12 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
     its key), and as each side is closed ("close:source",
     "close:target": raising there is a close that fails). `busy_timeout_ms` and `operation_timeout_s` open both sides' stores
     (the config's, as every command opens its store; None: PostgresStore's default), and
-    `erase_scrub` a PostgreSQL target's (the scrub of an erasure the source's took there:
-    `_erase_in_target`). `on_erased(target_store, keys)` runs after each such erasure's
+    `erase_scrub` the PostgreSQL side's (a target's scrubs an erasure the source's took
+    there: `_erase_in_target`). `on_erased(target_store, keys)` runs after each such erasure's
     commit, as a Memory's erasure runs its own (the CLI deletes the keys' Redis keys
-    there; its failure, logged, leaves them owed in the target's `redis_purge`)."""
+    there; its failure, logged, leaves them owed in the target's `redis_purge`).
+    `pool_mode` (Config.cold_pool_mode) is how the PostgreSQL side's connections reach
+    the server, checked with the erase_scrub its store gets before either side opens."""
     if str(source) == str(target) and source_schema == target_schema:
         raise MigrationRefused(str(target), "the target is the source")
     t0 = time.perf_counter()
@@ -954,12 +968,17 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
     if is_postgres(source) == is_postgres(target):
         raise MigrationRefused(_label(target, target_schema),
                                "source and target are the same engine; copy the file or use pg_dump")
+    from tiermem.tiers.postgres import ERASE_SCRUB, check_pool_mode
+
+    # what the one PostgreSQL side's store would refuse (naming cold_pool_mode), refused
+    # before the SQLite side is opened (which creates a missing target file)
+    check_pool_mode(pool_mode, ERASE_SCRUB[0] if erase_scrub is None else erase_scrub)
     src = _Side(source, schema=source_schema, tokens=tokens, source=True, busy_timeout_ms=busy_timeout_ms,
-                operation_timeout_s=operation_timeout_s)
+                operation_timeout_s=operation_timeout_s, erase_scrub=erase_scrub, pool_mode=pool_mode)
     src.fault = fault
     try:
         dst = _Side(target, schema=target_schema, tokens=tokens, busy_timeout_ms=busy_timeout_ms,
-                    operation_timeout_s=operation_timeout_s, erase_scrub=erase_scrub)
+                    operation_timeout_s=operation_timeout_s, erase_scrub=erase_scrub, pool_mode=pool_mode)
     except BaseException as failed:
         _close_after(src, failed)
         raise
