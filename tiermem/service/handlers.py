@@ -20,8 +20,9 @@ in batches) says instead that it may be partly done and is safe to send again
 (`INCOMPLETE_REQUEST_TEXT`), never "nothing was written", and carries no `"written"`;
 a method a path does not take is 405 with an `Allow` header listing every method the
 path takes (Starlette's named only the first route's of a path served by two) and a detail
-that says so; anything else is logged, counted in `tiermem_http_unhandled_errors` and
-answered 500.
+that says so, on the paths the OpenAPI document leaves out too (the inspector's pages, its
+static files: read from the app's routes, `routed_methods`); anything else is logged,
+counted in `tiermem_http_unhandled_errors` and answered 500.
 """
 
 import logging
@@ -35,6 +36,9 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match, Mount
+from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from tiermem.errors import (
     ConversationNotFound,
@@ -147,15 +151,51 @@ def allowed_methods(request: Request) -> list[str]:
     return sorted(found, key=lambda m: (rank.get(m, len(rank)), m))
 
 
+# the methods StaticFiles serves (/ui/static, /docs/static); it answers any other 405
+# itself, with no Allow header
+STATIC_FILE_METHODS = frozenset({"GET", "HEAD"})
+
+
+def routed_methods(request: Request) -> list[str]:
+    """Every method of METHOD_ORDER that the app routes the request's path to a handler
+    of (`_routed`), for a path the OpenAPI document leaves out: each route of a path
+    served by several (/ui/login's GET page and POST form; Starlette's 405 named only the
+    first route's), GET and HEAD for a static file (StaticFiles' 405 named none)."""
+    scope = request.scope
+    # the path from the app's own root: the router has set the scope's root_path to a
+    # mount's by the time the mount's app refuses
+    fresh: Scope = {"type": "http", "path": scope.get("path", ""), "path_params": {},
+                    "root_path": scope.get("app_root_path", scope.get("root_path", ""))}
+    return [m for m in METHOD_ORDER if _routed(request.app.router.routes, {**fresh, "method": m})]
+
+
+def _routed(routes: list[BaseRoute], scope: Scope) -> bool:
+    """Whether `routes`, in order as the router tries them, take `scope`'s method on its
+    path: the first that matches it fully handles it (a mount matches by path alone: its
+    static files take STATIC_FILE_METHODS, its router's routes are asked in turn, another
+    ASGI app is taken to answer any)."""
+    for route in routes:
+        match, child = route.matches(scope)
+        if match != Match.FULL:
+            continue
+        if not isinstance(route, Mount):
+            return True
+        if isinstance(route.app, StaticFiles):
+            return scope["method"] in STATIC_FILE_METHODS
+        inner: list[BaseRoute] | None = getattr(route.app, "routes", None)
+        return True if inner is None else _routed(inner, {**scope, **child})
+    return False
+
+
 async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
     """The router's and the routes' HTTP exceptions as FastAPI answers them, but a 405
     naming every method of the path (`Allow` and the detail; the method sent is not
     echoed: it is any token a client likes)."""
     if exc.status_code != METHOD_NOT_ALLOWED_STATUS:
         return await http_exception_handler(request, exc)
-    # a path the document leaves out (/docs, /ui): the route's own methods, and HEAD where
-    # they hold GET (tiermem.service.head: every route that takes GET takes HEAD)
-    allowed = allowed_methods(request) or with_head(
+    # a path the document leaves out (/docs, /ui, static files): the methods its routes
+    # take (HEAD where GET: tiermem.service.head), else the refusing route's own
+    allowed = allowed_methods(request) or routed_methods(request) or with_head(
         [m.strip() for m in (exc.headers or {}).get("Allow", "").split(",")])
     listed = ", ".join(m for m in allowed if m)
     return JSONResponse({"detail": f"method not allowed: this path takes {listed}"},
