@@ -139,8 +139,9 @@ TOP_UP_ROUNDS = 2
 STABLE_SLICES = ("pinned", "summary", "tail")  # sized by the budget alone (settings.layers)
 DEFAULT_LAYER_SHARES = {"pinned": 0.1, "summary": 0.1, "tail": 0.1}
 # Extending an epoch may leave out the lowest-scored of this call's retrieved turns for
-# room, as long as what it shows holds at least this share of their tokens; below it a
-# rewind or a new epoch gives the call its whole room.
+# room, as long as what it shows holds at least this share of their tokens (of those the
+# read of TYPICAL_LINE_TOKENS lines chose: not `Candidate.fill_only`); below it a rewind or
+# a new epoch gives the call its whole room.
 EXTEND_MIN_NEED_SHARE = 0.8
 # The classes whose retrieved turns are the answer (a recall, or the newest turns for
 # "what did I just say?"): only they may rewind earlier blocks or start an epoch for room.
@@ -1206,14 +1207,19 @@ class Planner:
             # the same log asked again (another query for this turn): its user message and
             # what follows it move after this call's retrieved turns
             head, rest = [*prev.segments[:at], *shown_late], list(prev.segments[at:])
-        wanted = [] if tool_loop else chosen["retrieved"]
+        read = [] if tool_loop else chosen["retrieved"]
+        # the query's needs: what the read of TYPICAL_LINE_TOKENS lines chose. A short-line
+        # conversation's longer read (fill_only) fills a new context's room; counted here,
+        # it made an epoch that extended end for room ("room used up", CI on 857ad95)
+        wanted = [c for c in read if not c.fill_only]
         wanted_tokens = sum(c.tokens for c in wanted)
         # a turn that is not a recall (small talk, a remark, a question about now) is
         # answered by the tail: its clearly related turns are appended as far as they fit,
         # and never rewind an earlier block or end the epoch for room
         min_share = EXTEND_MIN_NEED_SHARE if call.plan.query_class in NEEDS_ROOM_CLASSES else 0.0
-        ranking = epoch_policy.ranked(wanted, packing.pools["retrieved"]) if excess is not None and wanted else []
-        worth = epoch_policy.new_epoch_value(ranking, wanted, excess or 0) if ranking else 0.0
+        # what a new epoch would show is weighed on all it would choose
+        ranking = epoch_policy.ranked(read, packing.pools["retrieved"]) if excess is not None and wanted else []
+        worth = epoch_policy.new_epoch_value(ranking, read, excess or 0) if ranking else 0.0
         by_value = False
         dropped = 0
         cut: int | None = None

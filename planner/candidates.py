@@ -30,7 +30,10 @@ Invariants:
   strong keyword hit instead (`STRONG_KEYWORD_SHARE`), here and in the namespace's other
   conversations; with one, keyword hits alone never make a turn eligible.
 - Only as many candidates are read as could ever fit the room (`MIN_PIN_TOKENS`,
-  `TYPICAL_LINE_TOKENS`, `TAIL_SCAN_TURNS`): a long conversation's reads stay bounded.
+  `TYPICAL_LINE_TOKENS`, or the conversation's own shorter lines: `typical_line_tokens`,
+  `TAIL_SCAN_TURNS`): a long conversation's reads stay bounded. What the shorter lines
+  read past the read of TYPICAL_LINE_TOKENS lines is `fill_only`: it fills the room, and
+  an extension does not count it among the query's needs (the epoch rule is as before).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from tiermem.planner.excerpt import enabled as excerpt_enabled
 from tiermem.planner.plan import Plan, PlanItem
 from tiermem.planner.prior import length_prior
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, replies_apply, score_turns
-from tiermem.planner.render import HEADING_SHARE_TOKENS, Renderer, when
+from tiermem.planner.render import HEADING_SHARE_TOKENS, LINE_SEP_TOKENS, Renderer, when
 from tiermem.planner.rounds import more_rounds
 from tiermem.planner.speakers import speaker_boost
 from tiermem.planner.statements import Part, StatementView
@@ -105,6 +108,18 @@ MAX_RETRIEVED_CANDIDATES = 400
 # 2,000), 7-13% faster context() at 2,000-4,000 (README, Results, 2026-12-03 11:27).
 TYPICAL_LINE_TOKENS = 35
 EXTRA_RETRIEVED_CANDIDATES = 20
+# A conversation of shorter lines (the pressure eval's generated ones, 20-25 tokens) had
+# its whole pool fit with room left empty (mean context 1,834 of 2,000): its own typical
+# line is the median of its newest TYPICAL_LINE_SAMPLE_TURNS turns' message tokens (the
+# turn cache holds them: a bounded, cheap read; they include the message overhead, about
+# what the line's "- " and speaker cost) plus RETRIEVED_LINE_OVERHEAD_TOKENS (the
+# separator; no heading share: the top-up pays headings exactly, once a session), never
+# above TYPICAL_LINE_TOKENS (a floor for the read) nor below MIN_TYPICAL_LINE_TOKENS
+# (MAX_RETRIEVED_CANDIDATES bounds the read too). LoCoMo dev medians 30-38: conv-30 and
+# conv-42 read a few more, same recall at 500-4,000, cost replay identical.
+TYPICAL_LINE_SAMPLE_TURNS = 1000
+RETRIEVED_LINE_OVERHEAD_TOKENS = LINE_SEP_TOKENS
+MIN_TYPICAL_LINE_TOKENS = 8
 PLAN_LEFT_OUT_PER_SLICE = 50  # left-out items listed per slice (the plan stays small)
 # The namespace's other conversations are scored from the turn cache when there are at
 # most this many (each costs an index seek per call) and they would fill at most half of
@@ -140,6 +155,21 @@ UNANSWERED_ROUNDS = 3
 SCORE_DECIMALS = 4  # a plan item's score is rounded to this many decimals
 _HAS_WORD = re.compile(r"\w")  # a summary line cut to nothing but joiners says nothing
 MIN_NAME_CHARS = 2  # shorter speaker names are kept in the query's embedding (too ambiguous to strip)
+
+
+def typical_line_tokens(table: TurnTable) -> int:
+    """Tokens of a typical retrieved line of `table`'s conversation, for sizing the read:
+    TYPICAL_LINE_TOKENS, or less when its newest turns are shorter (see the constants)."""
+    sample = table.tokens[max(0, len(table) - TYPICAL_LINE_SAMPLE_TURNS):len(table)]
+    if not len(sample):
+        return TYPICAL_LINE_TOKENS
+    own = int(np.median(sample)) + RETRIEVED_LINE_OVERHEAD_TOKENS
+    return max(MIN_TYPICAL_LINE_TOKENS, min(TYPICAL_LINE_TOKENS, own))
+
+
+def retrieved_depth(retrieval_k: int, room: int, line_tokens: int) -> int:
+    """Retrieved candidates read for `room` tokens of lines of `line_tokens` tokens each."""
+    return max(retrieval_k, min(MAX_RETRIEVED_CANDIDATES, room // line_tokens + EXTRA_RETRIEVED_CANDIDATES))
 
 
 def strong_keywords(bm25: Sequence[float]) -> np.ndarray:
@@ -178,6 +208,11 @@ class Candidate:
     # the conversation asked about). Orderings use it, never `conversation_id` (the key):
     # a key's spelling tells whether the id is, or was, used in another namespace
     other: str = ""
+    # retrieved: read only because the conversation's lines are short (past the read of
+    # TYPICAL_LINE_TOKENS lines, `Candidates.retrieved`): it fills a context's room, but an
+    # extension does not count it among the query's needs (planner.build._extend), so an
+    # epoch that extended before still extends
+    fill_only: bool = False
 
     def tie_order(self) -> tuple[str, int]:
         """Where this candidate goes among equals: the conversation asked about first,
@@ -526,9 +561,10 @@ class Candidates:
         periods are that zone's: TurnCache.get)."""
         if not query or not query.strip() or not len(table):
             return []
-        # enough candidates to fill the whole remaining room, not just the share
-        depth = max(self.settings.retrieval_k,
-                    min(MAX_RETRIEVED_CANDIDATES, room // TYPICAL_LINE_TOKENS + EXTRA_RETRIEVED_CANDIDATES))
+        # enough candidates to fill the whole remaining room, not just the share; those
+        # past the read of TYPICAL_LINE_TOKENS lines are marked fill_only
+        depth = retrieved_depth(self.settings.retrieval_k, room, typical_line_tokens(table))
+        needs_depth = retrieved_depth(self.settings.retrieval_k, room, TYPICAL_LINE_TOKENS)
         bm25 = [(p, s) for _c, p, s in lexical.here]
         windows = query_windows(query, float(table.created[-1]), zone=zone)
         scores = score_turns(table, qvec, bm25, windows,
@@ -581,6 +617,7 @@ class Candidates:
         hid = self.statements.hidden(conv)  # a supersession by a popped turn counts as absent
         rows = {p: hid.row(r) for p, r in rows.items()}
         positions = [int(table.positions[i]) for i in top]
+        fill_only = set(positions[needs_depth:])  # `top` is best first
         intervals = self.intervals(conv, [r for r in rows.values() if r.superseded_by is not None], zone)
         past = about_past(query)
         last = int(table.positions[-1])
@@ -656,7 +693,8 @@ class Candidates:
                              tokens=self.render.line_tokens(line) + HEADING_SHARE_TOKENS,
                              fidelity="trimmed" if trimmed else "verbatim", tier="cold", header=heading,
                              source=source if key[0] == conv else "", focus=focus,
-                             other="" if key[0] == conv else names[key[0]]))
+                             other="" if key[0] == conv else names[key[0]],
+                             fill_only=key[0] == conv and key[1] in fill_only))
         out.sort(key=lambda c: (-c.score, *c.tie_order()))
         return pack_order(out)  # value per token (planner.density; rank order at weight 0)
 
