@@ -2396,6 +2396,12 @@ def tune_command(state: CliState, data: Path | None, budgets: str, base_config: 
             import matplotlib  # noqa: F401  (checked before the run, used after it)
         except ImportError:
             raise CliError("--plot needs matplotlib: pip install 'tiermem[eval]'") from None
+    # where the result is kept for the inspector: the data dir (--data-dir, else the
+    # config's), read now with a candidate's grid values over the config, as every candidate
+    # is. Read after the run without them, a setting of the environment that the grid
+    # overrides (TIERMEM_RETRIEVAL_K=bad, --grid retrieval.k=3,5) failed the command at its
+    # end, exit 1, --json-out written; anything else wrong there now fails before the run
+    last_tune_path = state.config(**cands[0].overrides).last_tune_path
     cfg = cands[0].config
     if data is None:
         from tiermem.evals.demo_data import demo_dataset
@@ -2432,7 +2438,7 @@ def tune_command(state: CliState, data: Path | None, budgets: str, base_config: 
     if json_out is not None:
         with _said_as_output(str(json_out)):
             json_out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    _keep_last_tune(state.config().last_tune_path, result)
+    _keep_last_tune(last_tune_path, result)
     if write_config is not None:
         text, left_out = best_toml(result, base, with_secrets=with_secrets)
         # 0600 and replaced whole, as config --export writes: it may hold what the base holds
