@@ -25,7 +25,10 @@ Invariants and policy (README, "Message formats"):
   message, and it has no rule for counting its tokens. Caller data goes in `metadata`.
   Exceptions, kept in history and left out of contexts: `VENDOR_ASSISTANT_FIELDS`,
   reasoning fields OpenAI-compatible servers put on replies (vLLM, DeepSeek, OpenRouter),
-  and `name` on a tool message, which LangChain's `convert_to_openai_messages` emits. An
+  `name` on a tool message, which LangChain's `convert_to_openai_messages` emits, and
+  `provider_data` (an object or null) on every typed Responses item and Responses
+  message, which the Agents SDK writes on the items of a Chat Completions model's reply
+  (`PROVIDER_DATA_FIELD`; returned to a session as given, where the SDK reads it). An
   explicit null in `name`, `tool_calls` or `tool_call_id` is accepted on any chat role
   (tiermem's first message model declared them everywhere).
 - **Opaque payload below.** Inside content parts, tool calls, annotations and hosted-tool
@@ -71,7 +74,8 @@ Invariants and policy (README, "Message formats"):
   operations (the adapters' pop and clear), stored and returned by `history()` like any
   row, never sent to a model; `hidden_positions` says what they hide.
 - **Wire form** (`wire_body`): what a context sends is a valid request param: fields only a
-  reply carries (`annotations`, the vendor reasoning fields, an `audio` reply's data),
+  reply carries (`annotations`, the vendor reasoning fields, an `audio` reply's data,
+  an item's `provider_data`),
   top-level nulls and the nulls of content parts (a `model_dump()` of an SDK reply writes
   every unset field, such as an `output_text` part's `logprobs`) are left out; `history()`
   still has them. A reasoning item's `summary` is required on append (a list, the API's
@@ -132,7 +136,14 @@ RESPONSES_ONLY_PART_TYPES = frozenset({"input_text", "output_text", "input_image
 RESPONSES_PART_TYPES = RESPONSES_ONLY_PART_TYPES | {"input_audio", "refusal"}
 INPUT_PART_TYPES = frozenset({"input_text", "input_image", "input_file"})  # of a Responses request
 OUTPUT_PART_TYPES = INPUT_PART_TYPES  # a function_call_output's parts are request parts too
-ITEM_FIELDS: dict[str, frozenset[str]] = {
+# The OpenAI Agents SDK's own field on the items it makes from a Chat Completions reply
+# (OpenAIChatCompletionsModel, LiteLLM, any-llm): an object of the model, the response id
+# and what the provider needs back (Anthropic thinking blocks, Gemini thought signatures),
+# which the SDK reads when it sends the item to such a model again and strips itself
+# before an OpenAI Responses request. Kept in history and returned to a session as
+# given; never in a context (`wire_body`): no OpenAI request type has it.
+PROVIDER_DATA_FIELD = "provider_data"
+ITEM_FIELDS: dict[str, frozenset[str]] = {k: v | {PROVIDER_DATA_FIELD} for k, v in {
     "message": frozenset({"type", "role", "content", "status", "id", "phase"}),
     "function_call": frozenset({"type", "call_id", "name", "arguments", "id", "status", "namespace", "caller",
                                 "async"}),
@@ -141,7 +152,7 @@ ITEM_FIELDS: dict[str, frozenset[str]] = {
     "custom_tool_call": frozenset({"type", "call_id", "name", "input", "id", "caller", "namespace", "async"}),
     "custom_tool_call_output": frozenset({"type", "call_id", "output", "id", "caller"}),
     "reasoning": frozenset({"type", "id", "summary", "content", "encrypted_content", "status"}),
-}
+}.items()}
 # Responses input items tiermem stores and sends verbatim without reading their insides
 # (the hosted tools' calls and results, and the API's bookkeeping items): from the
 # `openai` SDK's `ResponseInputItemParam`.
@@ -335,6 +346,8 @@ def check_body(body: object, *, stored: bool = False) -> str:
     `_reasoning_summary`), so that such a row is still read, not salvaged away."""
     d = _obj(body, "message")
     kind = kind_of(d)
+    if kind in ITEM_FIELDS:
+        _provider_data(d)
     if kind.startswith("chat:"):
         _check_chat(d, kind[5:], stored=stored)
     elif kind == "message":
@@ -379,6 +392,15 @@ def check_body(body: object, *, stored: bool = False) -> str:
         for key in ("id", "call_id", "approval_request_id"):
             _str(d, key, "", required=False, nullable=True, max_chars=CALL_ID_MAX_CHARS)
     return kind
+
+
+def _provider_data(d: dict[str, Any]) -> None:
+    """`provider_data` (`PROVIDER_DATA_FIELD`), where given, is an object (the SDK's
+    `dict[str, Any]`) or null; its insides are the provider's, stored without reading."""
+    v = d.get(PROVIDER_DATA_FIELD)
+    if v is not None and not isinstance(v, dict):
+        _fail(PROVIDER_DATA_FIELD, f"must be an object, got {type(v).__name__} (the Agents SDK's provider "
+              "data of the item)")
 
 
 def _reasoning_summary(d: dict[str, Any]) -> None:
@@ -604,7 +626,9 @@ def content_bytes(body: dict[str, Any]) -> int:
                             (p.get("file"), "file_data"), (p, "file_data")):
             if isinstance(holder, dict) and isinstance(holder.get(key), str):
                 n += len(holder[key].encode("utf-8", "surrogatepass"))
-    for key in ("encrypted_content", *VENDOR_ASSISTANT_FIELDS):
+    # provider_data: a payload too (thinking blocks hold the thinking and its signatures),
+    # which the envelope's bound is not made for
+    for key in ("encrypted_content", *VENDOR_ASSISTANT_FIELDS, PROVIDER_DATA_FIELD):
         if body.get(key) is not None:
             n += len(_compact(body[key]).encode("utf-8", "surrogatepass"))
     audio = body.get("audio")
@@ -841,7 +865,7 @@ def as_appended(body: dict[str, Any]) -> dict[str, Any]:
 
 def wire_body(body: dict[str, Any]) -> dict[str, Any]:
     """The body as a request param (module docstring, "Wire form")."""
-    out = {k: v for k, v in as_appended(body).items() if v is not None}
+    out = {k: v for k, v in as_appended(body).items() if v is not None and k != PROVIDER_DATA_FIELD}
     content = out.get("content")
     if isinstance(content, list) and any(isinstance(p, dict) and None in p.values() for p in content):
         out["content"] = [{k: v for k, v in p.items() if v is not None} if isinstance(p, dict) else p
