@@ -1,8 +1,10 @@
 """`tiermem export` of a store holding a row that history reads as stored but append
 refuses today (stored before a check was added) no longer writes a backup that does not
-restore. A reasoning item without an `id` (refused at append since 3795c3b; a row stored
+restore. A reasoning item with a null `id` (refused at append since 3795c3b; a row stored
 before is read as stored) was written as stored, and `tiermem import` of the file refused
-that line ("id: Field required"): the export exited 0, the failure came at the restore.
+that line ("id: must be a string, got null"): the export exited 0, the failure came at
+the restore. (One without an `id` was refused too until the Agents SDK's
+`reasoning_item_id_policy="omit"` made it a form append takes.)
 Now every line is checked as import reads it: such a row is named with import's error and
 fails the export (exit 1, `-o` writing nothing) unless --skip-unreadable leaves it out, as
 an unreadable row is left out (a later retraction renumbered to the file's positions, one
@@ -45,9 +47,6 @@ def retract(position: int) -> dict[str, Any]:
 # (id, the row as an older release stored it, what it is appended as today, the words of
 #  import's error)
 OLD_ROWS: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
-    # no id at all: the form an older Agents session stored
-    ("reasoning_no_id", {"type": "reasoning", "summary": []}, {"type": "reasoning", "id": "rs_1", "summary": []},
-     "id: Field required"),
     # an explicit null id (a model_dump() of an item built without one)
     ("reasoning_null_id", {"type": "reasoning", "id": None, "summary": []},
      {"type": "reasoning", "id": "rs_1", "summary": []}, "id: must be a string, got null"),

@@ -1,13 +1,14 @@
-"""A reasoning item's `id` is required on append: a non-empty string, as the Responses
-API's request type has it (`ResponseReasoningItemParam.id: Required[str]`).
+"""A reasoning item's `id`, where given, is a non-empty string on append, as the Responses
+API's request type has it (`ResponseReasoningItemParam.id: str`).
 
-`{"type": "reasoning", "summary": []}` was stored, and so was one whose id was a number
-or null: every context and Agents session sending it back broke the request (the SDK's
-request type refuses it, the provider answers 400). Now refused at append naming `id`
-(nothing of the batch written), on the library, the HTTP service and the Agents
-session's `add_items`; a row stored before is still read (not salvaged). Real SQLite,
-the real `openai` and `openai-agents` packages; the row of an older version written
-behind tiermem's back.
+One whose id was a number or null was stored: every context and Agents session sending
+it back broke the request (the SDK's request type refuses it, the provider answers 400).
+Now refused at append naming `id` (nothing of the batch written), on the library, the
+HTTP service and the Agents session's `add_items`; a row stored before is still read
+(not salvaged). An item without an id is accepted: the Agents SDK's
+`reasoning_item_id_policy="omit"` saves and sends reasoning items so
+(tests/test_agents_reasoning_id_omitted.py). Real SQLite, the real `openai` and
+`openai-agents` packages; the row of an older version written behind tiermem's back.
 """
 
 from __future__ import annotations
@@ -43,8 +44,6 @@ def mem(tmp_path: Path, embedder: Embedder) -> Iterator[Memory]:
 
 
 REFUSED: list[tuple[dict[str, Any], str]] = [
-    # no id at all: the request type's required field
-    ({"type": "reasoning", "summary": []}, f"id: Field required {WHY}"),
     # a number (an id read from a caller's own numbering)
     ({"type": "reasoning", "id": 7, "summary": []}, f"id: must be a string, got int {WHY}"),
     # an explicit null (what a dump of an item built without one writes)
@@ -55,7 +54,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     # empty: no item of the provider's has it (the same rule as a tool call's id)
     ({"type": "reasoning", "id": "", "summary": []}, f"id: must not be empty {WHY}"),
 ]
-REFUSED_IDS = ["absent", "int", "null", "list", "empty"]
+REFUSED_IDS = ["int", "null", "list", "empty"]
 
 
 @pytest.mark.parametrize(("item", "expected"), REFUSED, ids=REFUSED_IDS)
@@ -71,7 +70,7 @@ def test_a_reasoning_item_without_a_string_id_is_refused(mem: Memory, item: dict
 def test_the_request_type_refuses_what_append_refuses() -> None:
     # the refused forms break the request: the openai SDK's own param type says so (the
     # empty id aside, which it types as a string)
-    for item, _expected in REFUSED[:4]:
+    for item, _expected in REFUSED[:3]:
         with pytest.raises(Exception, match="id"):
             REASONING_PARAM.validate_python(item)
 
@@ -93,8 +92,8 @@ def test_the_agents_session_refuses_it_writing_nothing(mem: Memory) -> None:
 
     session = TiermemSession(mem, CONV)
     asyncio.run(session.add_items([ASK]))
-    with pytest.raises(ValidationError, match=r"^messages\[0\]\.id: Field required"):
-        asyncio.run(session.add_items([{"type": "reasoning", "summary": []}, REPLY]))
+    with pytest.raises(ValidationError, match=r"^messages\[0\]\.id: must be a string, got null"):
+        asyncio.run(session.add_items([{"type": "reasoning", "id": None, "summary": []}, REPLY]))
     assert asyncio.run(session.get_items()) == [ASK]
 
 

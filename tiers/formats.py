@@ -80,8 +80,11 @@ Invariants and policy (README, "Message formats"):
   every unset field, such as an `output_text` part's `logprobs`) are left out; `history()`
   still has them. A reasoning item's `summary` is required on append (a list, the API's
   request type); a row stored before without one, or with null, is read as stored and
-  sent with `[]` (`as_appended`). So is its `id` (a non-empty string, the API's request
-  type); a row stored before without one is read as stored.
+  sent with `[]` (`as_appended`). Its `id`, where given, is a non-empty string (the API's
+  request type; null, a number or "" is refused on append, a row stored before so is
+  read as stored); an item without one is stored and sent as given: the Agents SDK's
+  `RunConfig(reasoning_item_id_policy="omit")` saves and sends reasoning items so (the
+  provider reads their `encrypted_content` or summary, not a stored item).
 """
 
 from __future__ import annotations
@@ -415,12 +418,15 @@ def _reasoning_summary(d: dict[str, Any]) -> None:
 
 
 def _reasoning_id(d: dict[str, Any]) -> None:
-    """A reasoning item's `id` is required, a non-empty string (the Responses API's request
-    type; the provider finds the reasoning it wrote by it): one without it, or of another
-    type, was stored, and every context or session sending it back got a 400. Append
-    only, as `_reasoning_summary`: a row stored before is read as stored."""
+    """A reasoning item's `id`, where given, is a non-empty string (the Responses API's
+    request type; the provider finds the reasoning it wrote by it): one of another type
+    was stored, and every context or session sending it back got a 400. Append only, as
+    `_reasoning_summary`: a row stored before is read as stored. An item without one is
+    accepted: the Agents SDK's `reasoning_item_id_policy="omit"` saves and sends its
+    reasoning items so (the API reads their `encrypted_content` or summary instead; a run
+    whose items were refused lost its turn)."""
     if "id" not in d:
-        _fail("id", "Field required (a reasoning item's id is the string the provider gave it, as 'rs_...')")
+        return
     if not isinstance(d["id"], str):
         _fail("id", f"must be a string, got {'null' if d['id'] is None else type(d['id']).__name__} "
               "(a reasoning item's id is the string the provider gave it, as 'rs_...')")
