@@ -854,19 +854,42 @@ def result_text_field(body: dict[str, Any]) -> str | None:
 # -- what a context sends -------------------------------------------------------------------------
 
 
+# What the openai SDK's streaming helper (`client.chat.completions.stream(...)
+# .get_final_completion()`, `ChatCompletionStreamState`) leaves on each tool call of the
+# message it accumulates from the chunks: the chunk's `index` (`ChoiceDeltaToolCall.index`),
+# the call's place in the reply, which the list's order already says. The API never sends
+# it on a reply and no request type has it (a strict server, and the SDK's own
+# `ChatCompletionMessageParam` with extra keys forbidden, refuse the message): append
+# drops it as it drops `parsed_arguments` (`tiers.models._sdk_wire_form`), and a row
+# stored with it before is read without it (`as_appended`).
+SDK_STREAM_INDEX_FIELD = "index"
+
+
+def without_tool_call_index(body: dict[str, Any]) -> dict[str, Any]:
+    """A chat assistant message without its tool calls' `SDK_STREAM_INDEX_FIELD`: a new
+    dict when a call has one, else `body` itself (the caller's is never modified)."""
+    calls = body.get("tool_calls")
+    if (body.get("type") is not None or body.get("role") != "assistant" or not isinstance(calls, list)
+            or not any(isinstance(c, dict) and SDK_STREAM_INDEX_FIELD in c for c in calls)):
+        return body
+    return {**body, "tool_calls": [{k: v for k, v in c.items() if k != SDK_STREAM_INDEX_FIELD}
+                                   if isinstance(c, dict) else c for c in calls]}
+
+
 def as_appended(body: dict[str, Any]) -> dict[str, Any]:
     """A stored body in the form append admits today: a row stored before the summary of a
     reasoning item was required (`_reasoning_summary`: absent, or null) gets `[]`, which
-    means the same (no summary written) and is what a provider takes; any other body is
-    returned as it is. Such a row stays in the log as stored (rows never change: history
-    returns it, a fork and migrate-store copy it); what leaves the store in a form another
-    writer re-appends or sends (`wire_body`, an export, the Agents session's items:
-    `to_responses_rows(verbatim=True)`) and what an import reads (an older release
-    exported such rows) take this form, so an export of a store the previous release wrote
-    imports and an Agents run over it gets no 400."""
+    means the same (no summary written) and is what a provider takes; a chat reply stored
+    before append dropped its tool calls' streaming `index` (`without_tool_call_index`)
+    is without it; any other body is returned as it is. Such a row stays in the log as
+    stored (rows never change: history returns it, a fork and migrate-store copy it); what
+    leaves the store in a form another writer re-appends or sends (`wire_body`, an export,
+    the Agents session's items: `to_responses_rows(verbatim=True)`) and what an import
+    reads (an older release exported such rows) take this form, so an export of a store
+    the previous release wrote imports and an Agents run over it gets no 400."""
     if body.get("type") == "reasoning" and body.get("summary") is None:
         return {**body, "summary": []}
-    return body
+    return without_tool_call_index(body)
 
 
 def wire_body(body: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from tiermem.tiers.formats import (
     content_bytes,
     message_text,
     wire_body,
+    without_tool_call_index,
 )
 from tiermem.tiers.plain_json import (
     MAX_JSON_INT_DIGITS,
@@ -483,8 +484,10 @@ SDK_PARSED_ARGUMENTS_FIELD = "parsed_arguments"
 def _sdk_wire_form(body: dict[str, Any]) -> dict[str, Any]:
     """`body` as the wire has it when it came from an openai SDK object however serialized:
     Python field names renamed to their aliases (SDK_FIELD_ALIASES) and the client-side
-    parse results dropped (SDK_PARSED_FIELD, SDK_PARSED_ARGUMENTS_FIELD). A new dict when
-    anything changes; the caller's is never modified."""
+    parse results dropped (SDK_PARSED_FIELD, SDK_PARSED_ARGUMENTS_FIELD), so is the
+    streaming helper's `index` on a chat reply's tool calls
+    (`tiers.formats.SDK_STREAM_INDEX_FIELD`). A new dict when anything changes; the
+    caller's is never modified."""
     out = body
     kind = body.get("type")
     aliases = SDK_FIELD_ALIASES.get(kind) if isinstance(kind, str) else None
@@ -503,6 +506,8 @@ def _sdk_wire_form(body: dict[str, Any]) -> dict[str, Any]:
             out = {**out, "tool_calls": [
                 {**c, "function": {k: v for k, v in c["function"].items() if k != SDK_PARSED_ARGUMENTS_FIELD}}
                 if isinstance(c, dict) and isinstance(c.get("function"), dict) else c for c in calls]}
+        # the streaming helper's `index` on each call (tiers.formats.SDK_STREAM_INDEX_FIELD)
+        out = without_tool_call_index(out)
     if (kind == "message" or kind is None) and out.get("role") == "assistant":
         parts = out.get("content")
         if isinstance(parts, list) and any(
