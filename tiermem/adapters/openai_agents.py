@@ -44,8 +44,12 @@
   (`tiermem.adapters._common.retract_latest`): concurrent pops return distinct items.
 - `model_input_filter(budget)` makes what the model receives tiermem's planned context
   under the budget (pinned facts, summary, retrieved turns, the recent tail), not the
-  whole history. It relies on the SDK having saved the run's items before each model
-  call, which the tests check for the installed SDK. `TiermemSession(...,
+  whole history. The context is planned from the log; the input's items the log does not
+  hold yet follow it, in order, as the SDK gave them (`unsaved_items`): a streamed run
+  (`Runner.run_streamed`) saves its new input only after the first model call (a
+  non-streamed one before it), and a conversation not stored yet is planned from the
+  input alone (tests/test_agents_filter_streamed.py, both runners). Those items are
+  sent beyond `budget` (a streamed turn's question, as a rule). `TiermemSession(...,
   timezone="America/Los_Angeles")` plans every context (`context_items`, the filter) in
   that user's zone, checked when the session is made (None: the memory's, or the
   namespaced view's, zone).
@@ -60,6 +64,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING, Any
 
 from tiermem.adapters._common import (
@@ -74,6 +79,7 @@ from tiermem.adapters._common import (
     retract_latest,
     visible,
 )
+from tiermem.tiers.errors import ConversationNotFound
 from tiermem.tiers.formats import to_responses, unique_item_call_ids
 from tiermem.tiers.models import sdk_dump
 from tiermem.tiers.plain_json import plain_deep
@@ -94,6 +100,33 @@ def _plain(item: Any) -> Any:
         return item
 
 
+def _key(item: dict[str, Any]) -> str:
+    return json.dumps(item, sort_keys=True, default=repr)
+
+
+def unsaved_items(inputs: list[dict[str, Any]], saved: list[dict[str, Any]],
+                  read: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The trailing items of a model call's `inputs` that the session's log does not hold
+    yet: in a streamed run (`Runner.run_streamed`) the SDK saves the run's new input only
+    after the first model call (a non-streamed run saves it before). `saved`: the view's
+    items as stored, `read`: as `get_items` returns them (call ids renamed), the forms the
+    SDK's input holds them in (its history as read, its own items of this run as stored).
+    The items after the latest item of the view are the new ones; when the input does not
+    hold that item (a `session_input_callback` or a limit of 0 left the history out), the
+    trailing items the log holds nowhere."""
+    if not saved:
+        return list(inputs)  # nothing stored yet (a new conversation, or cleared)
+    latest = (saved[-1], read[-1])
+    for j in range(len(inputs) - 1, -1, -1):
+        if inputs[j] in latest:
+            return inputs[j + 1:]
+    held = {_key(i) for i in (*saved, *read)}
+    k = len(inputs)
+    while k > 0 and _key(inputs[k - 1]) not in held:
+        k -= 1
+    return inputs[k:]
+
+
 class TiermemSession:
     """An Agents SDK `Session` whose items live in a tiermem conversation."""
 
@@ -110,11 +143,13 @@ class TiermemSession:
             session_settings = coerce_session_settings(session_settings)
         self.session_settings = session_settings
 
+    def _stored_items(self) -> list[dict[str, Any]]:
+        return [item for _m, items in items_of(visible(self.memory, self.session_id)) for item in items]
+
     def _items(self) -> list[dict[str, Any]]:
         # renamed over the whole view before `limit` cuts it: an id depends only on the
         # items before it, so every read (and every limit) gives an item the same one
-        return unique_item_call_ids([item for _m, items in items_of(visible(self.memory, self.session_id))
-                                     for item in items])
+        return unique_item_call_ids(self._stored_items())
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         if limit is None and self.session_settings is not None:
@@ -155,8 +190,22 @@ class TiermemSession:
         async def _filter(data: CallModelData[Any]) -> ModelInputData:
             from agents.run_config import ModelInputData
 
-            query = latest_user_text([dict(i) for i in data.model_data.input])
-            items = await asyncio.to_thread(self.context_items, query, budget)
+            inputs = [_plain(i) for i in data.model_data.input]
+            items = await asyncio.to_thread(self._filter_items, inputs, budget)
             return ModelInputData(input=items, instructions=data.model_data.instructions)  # type: ignore[arg-type]
 
         return _filter
+
+    def _filter_items(self, inputs: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+        """The planned context, then the input's items not saved yet (`unsaved_items`: a
+        streamed run's new input at its first model call), in order, as the SDK gave them;
+        each call id sent once over the whole (`unique_item_call_ids`)."""
+        saved = self._stored_items()
+        new = unsaved_items(inputs, saved, unique_item_call_ids(saved))
+        try:
+            planned = self.context_items(latest_user_text(inputs), budget)
+        except ConversationNotFound:
+            if saved:
+                raise
+            planned = []  # not stored yet: a streamed run's first call plans from its input alone
+        return unique_item_call_ids([*planned, *new])
