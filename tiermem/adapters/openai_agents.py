@@ -49,7 +49,11 @@
   (`Runner.run_streamed`) saves its new input only after the first model call (a
   non-streamed one before it), and a conversation not stored yet is planned from the
   input alone (tests/test_agents_filter_streamed.py, both runners). Those items are
-  sent beyond `budget` (a streamed turn's question, as a rule). `TiermemSession(...,
+  sent beyond `budget` (a streamed turn's question, as a rule). What the SDK's input
+  leaves out of the log's items it holds from its first on (a handoff's `input_filter`,
+  `handoff_filters.remove_all_tools`: the previous agent's calls, outputs and reasoning)
+  is left out of the plan too (`left_out_items`); older items, which a session limit
+  kept from the SDK, are still planned. `TiermemSession(...,
   timezone="America/Los_Angeles")` plans every context (`context_items`, the filter) in
   that user's zone, checked when the session is made (None: the memory's, or the
   namespaced view's, zone).
@@ -80,7 +84,7 @@ from tiermem.adapters._common import (
     visible,
 )
 from tiermem.tiers.errors import ConversationNotFound
-from tiermem.tiers.formats import to_responses, unique_item_call_ids
+from tiermem.tiers.formats import to_responses, unique_item_call_ids, wire_body
 from tiermem.tiers.models import sdk_dump
 from tiermem.tiers.plain_json import plain_deep
 from tiermem.tiers.zones import optional_timezone
@@ -111,9 +115,12 @@ def unsaved_items(inputs: list[dict[str, Any]], saved: list[dict[str, Any]],
     after the first model call (a non-streamed run saves it before). `saved`: the view's
     items as stored, `read`: as `get_items` returns them (call ids renamed), the forms the
     SDK's input holds them in (its history as read, its own items of this run as stored).
-    The items after the latest item of the view are the new ones; when the input does not
-    hold that item (a `session_input_callback` or a limit of 0 left the history out), the
-    trailing items the log holds nowhere."""
+    The items after the latest item of the view are the new ones. An input without that
+    item is one the SDK rebuilt (a handoff's `input_filter`, `nest_handoff_history`'s
+    summary of the conversation, which the filter's context plans from the log instead),
+    or one of a session that read no history (`session_settings` limit 0, a
+    `session_input_callback`): of it, the trailing user messages the log holds nowhere
+    (the new question; a question equal to one stored before is not told apart there)."""
     if not saved:
         return list(inputs)  # nothing stored yet (a new conversation, or cleared)
     latest = (saved[-1], read[-1])
@@ -122,9 +129,47 @@ def unsaved_items(inputs: list[dict[str, Any]], saved: list[dict[str, Any]],
             return inputs[j + 1:]
     held = {_key(i) for i in (*saved, *read)}
     k = len(inputs)
-    while k > 0 and _key(inputs[k - 1]) not in held:
+    while k > 0 and inputs[k - 1].get("role") == "user" and _key(inputs[k - 1]) not in held:
         k -= 1
     return inputs[k:]
+
+
+def left_out_items(inputs: list[dict[str, Any]], saved: list[dict[str, Any]],
+                   read: list[dict[str, Any]]) -> tuple[set[str], list[dict[str, Any]]]:
+    """What the SDK's model input leaves out of the log, for the filter to leave out too:
+    a handoff's `input_filter` (`handoff_filters.remove_all_tools`) gives the receiving
+    agent its input without the tool items, which the session saved all the same. Of the
+    view's items from the first one the input holds (`saved` as stored, `read` as
+    `get_items` renames them, as `unsaved_items`), the typed items other than messages
+    the input does not hold: a call or output by its call id (the id as stored; held when
+    an input item has it stored or renamed), any other by its whole item (in wire form,
+    as a context holds it); a reasoning item only with the item after it, which it
+    belongs to (a call sent without its reasoning is a 400). Older items (before what the
+    SDK read, under a session limit) are tiermem's to plan and stay; messages stay.
+    Returns (the call ids, the other items)."""
+    ids_in = {i["call_id"] for i in inputs if isinstance(i.get("call_id"), str)}
+    keys_in = {_key(i) for i in inputs}
+
+    def held(stored: dict[str, Any], renamed: dict[str, Any]) -> bool:
+        if isinstance(stored.get("call_id"), str):
+            return stored["call_id"] in ids_in or renamed.get("call_id") in ids_in
+        return _key(stored) in keys_in or _key(renamed) in keys_in
+
+    found = [held(a, b) for a, b in zip(saved, read, strict=True)]
+    if True not in found:
+        return set(), []
+    ids: set[str] = set()
+    others: list[dict[str, Any]] = []
+    next_gone = False
+    for k in range(len(saved) - 1, found.index(True) - 1, -1):  # newest first: a reasoning item's next is known
+        item, kind = saved[k], saved[k].get("type")
+        gone = not found[k] and isinstance(kind, str) and kind != "message" and (kind != "reasoning" or next_gone)
+        if gone and isinstance(item.get("call_id"), str):
+            ids.add(item["call_id"])
+        elif gone:
+            others.append(wire_body(item))
+        next_gone = gone
+    return ids, others
 
 
 class TiermemSession:
@@ -197,15 +242,19 @@ class TiermemSession:
         return _filter
 
     def _filter_items(self, inputs: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
-        """The planned context, then the input's items not saved yet (`unsaved_items`: a
+        """The planned context less what the SDK's input leaves out (`left_out_items`: a
+        handoff's input filter), then the input's items not saved yet (`unsaved_items`: a
         streamed run's new input at its first model call), in order, as the SDK gave them;
         each call id sent once over the whole (`unique_item_call_ids`)."""
         saved = self._stored_items()
-        new = unsaved_items(inputs, saved, unique_item_call_ids(saved))
+        read = unique_item_call_ids(saved)
+        new = unsaved_items(inputs, saved, read)
+        ids, others = left_out_items(inputs, saved, read)
         try:
-            planned = self.context_items(latest_user_text(inputs), budget)
+            ctx = self.memory.context(self.session_id, latest_user_text(inputs), budget, timezone=self.timezone)
         except ConversationNotFound:
             if saved:
                 raise
-            planned = []  # not stored yet: a streamed run's first call plans from its input alone
-        return unique_item_call_ids([*planned, *new])
+            return unique_item_call_ids(new)  # not stored yet: a streamed run's first call plans from its input alone
+        planned = [m for m in ctx.messages if m.get("call_id") not in ids and m not in others]
+        return unique_item_call_ids([*to_responses(planned), *new])
