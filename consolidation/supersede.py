@@ -76,9 +76,18 @@ Matching, in order of strength:
    off.", "The picnic's cancelled.", `_OFF_STATE`), is such a call-off, and so are "Cancel
    breakfast.", "Don't bother with the flowers."; a bare "off" only of an event's noun
    (`EVENT_NOUNS`: dinner, trip, picnic, movie, ...) or of the thing a booking booked
-   ("The spa day is off.", `_off_fits`): of a device or a thing a reminder or an order
+   ("The spa day is off.", `_off_fits`), or of a kind of business where a booking named
+   its place by its name alone ("The restaurant is off." after "Book a table at Nong's",
+   `VENUE_KINDS`, by the kind check): of a device or a thing a reminder or an order
    merely mentions it is a state ("The heating is off now." leaves "Remind me to turn off
-   the heating at 10pm."); a plan of the user's own told with its
+   the heating at 10pm.", "The light is off." any booking); an outing told by "go" and
+   its -ing form ("We're going hiking on Saturday.") is named by its noun ("The hike is
+   off.", `_go_outings`); tickets at a place named by its name alone are for a show
+   ("Never mind the movie tonight." after "Get two tickets at the Odeon for tonight.",
+   `SHOW_NOUNS`, `ADMISSION_NOUNS`). A request told to be needed no more ("No need to
+   remind me about mum.", `_NO_NEED`) takes back the latest recent request of that verb
+   that names the same thing, by a word or another name of it (`_not_needed`; "No need to
+   thank me." names no request); a plan of the user's own told with its
    day ("Let's plan a picnic on Sunday.", `_own_plan`) is called off as a request is. A meal
    is told by its hour (`MEAL_HOURS`: "the lunch" is no sushi for 8pm, "the dinner" no
    "table for lunch"), on every path that takes a turn back for a noun (the kind check,
@@ -619,6 +628,16 @@ EVENT_NOUNS = frozenset(MEAL_HOURS) | frozenset((
     "call", "drink", "celebration", "reunion", "ceremony", "festival", "hike", "walk", "run", "ride", "playdate",
     "sleepover", "lecture", "workshop", "conference", "course", "practice", "rehearsal", "training", "checkup",
     "check-up", "massage", "haircut", "meetup", "get-together"))
+# The events one watches (a closed class within EVENT_NOUNS) and the nouns of what admits
+# to one: tickets or a pass at a place named by its name alone ("Get two tickets at the
+# Odeon for tonight.") are for a show there, so "Never mind the movie tonight." or "The
+# concert is off." names them, though the embedder knows neither the name nor a kind for
+# tickets ("the tickets" lead the theatre by 0.04, the cinema trails the bar; joining the
+# cinema and the theatre into one kind made 8 wrong retractions of 73 nouns). Seats are
+# no admission: a restaurant has them too.
+SHOW_NOUNS = frozenset(("movie", "film", "show", "concert", "gig", "play", "match", "game", "musical", "opera",
+                        "ballet", "performance", "screening", "premiere", "recital", "comedy"))
+ADMISSION_NOUNS = frozenset(("ticket", "tickets", "pass", "passes"))
 # the words that end an event noun's phrase before what it is of or with ("the trip to
 # Leeds", "dinner with Jo", "the lunch at Pret"): the head noun is the word before them
 _HEAD_END = frozenset(("to", "with", "at", "from", "of", "for", "in", "on", "by", "near", "about", "and"))
@@ -791,7 +810,39 @@ def _off_fits(obj: str, c: Candidate) -> bool:
     if c.intent not in NOT_SUPERSEDABLE and _own_plan(c.text) and \
             re.search(rf"\b(?:to|at) the {re.escape(head)}\b", c.text.lower()) is not None:
         return True  # "I'm going to the gym at 6 tomorrow." / "The gym is off.": where the plan goes
-    return c.intent in _PLAN_INTENTS and _arrangement(c.text) == "booking" and _booked_thing(c.text) == head
+    if c.intent not in _PLAN_INTENTS or _arrangement(c.text) != "booking":
+        return False
+    # the thing it booked ("Book a spa day ..." / "The spa day is off."), or a kind of
+    # business, no device ("The restaurant is off." after "Book a table at Nong's": where
+    # the booking named its place by name alone, the kind check decides, `_named_venue`)
+    return _booked_thing(c.text) == head or head in VENUE_KINDS or (head.endswith("s") and head[:-1] in VENUE_KINDS)
+
+
+# An outing told by "go" and its -ing form ("We're going hiking on Saturday.", "Let's go
+# skiing on Sunday.", "I'm going camping this weekend."): the -ing form names the outing
+# as its noun does ("The hike is off.", "The camping trip is cancelled."), where a word
+# shared only as an -ing form is otherwise half a word (INFLECTION_CROSS_SHARE: "I watched
+# a documentary" is no "watch").
+_GO_OUTING = re.compile(r"\b(?:go|goes|going|went|gone)\s+([a-z]{2,})ing\b")
+
+
+def _go_outings(text: str) -> frozenset[str]:
+    """The stems of the outings `text` tells by "go" and an -ing form, each bare form the
+    -ing form may have ("going hiking" -> "hik", "hike"; "shopping" -> "shop"; "skiing"
+    -> "ski"): a call-off's noun names the outing where its stem is one of them."""
+    out: set[str] = set()
+    for m in _GO_OUTING.finditer(text.lower()):
+        bare = m.group(1)
+        out.update(_stem(f) for f in (bare, bare + "e", bare[:-1] if bare[-1] == bare[-2] else bare))
+    return frozenset(out)
+
+
+def _admits_to(obj: str, request: str) -> bool:
+    """Whether the show `obj` names ("movie", "the concert": `SHOW_NOUNS`) may be what
+    `request` got tickets for (`ADMISSION_NOUNS`, its own noun for what it books:
+    "Get two tickets at the Odeon for tonight."); the caller checks the request names its
+    place by its name alone."""
+    return _head_noun(obj) in SHOW_NOUNS and _booked_thing(request) in ADMISSION_NOUNS
 
 
 def _meal_fits(obj: str, request: str) -> bool:
@@ -1245,6 +1296,11 @@ def find_superseded(
     framed = _framed_correction(norm) if cue is None and state is None else None
     if _DISMISSAL.match(norm):
         return []  # "Forget about it, it's fine.": a worry waved off, no plan
+    need = _NO_NEED.match(_cue_text(norm))
+    if need is not None:
+        not_needed = _not_needed(text, need, candidates, speaker, latest, kind_of)
+        if not_needed or (cue is None and state is None and framed is None):
+            return not_needed
     plan = _PLAN_RETRACTION.match(_cue_text(norm)) or _OFF_STATE.match(_cue_text(norm))
     if plan is not None:
         called_off = _called_off(text, plan.group("obj"), candidates, speaker, bare_off=_bare_off(plan)) or \
@@ -1451,8 +1507,11 @@ def _named_venue(obj: str, candidates: Sequence[Candidate], eligible: Sequence[C
             for m in _NAMED_VENUE.finditer(c.text):
                 after = (m.group("after") or "").strip().lower()
                 if _TIME_NAME.match(m.group("name")) is None and (not after or after in _STOP):
-                    # the name alone, its kind unsaid: `obj` must be of the request's kind
-                    if kind_of(obj, c.text):
+                    # the name alone, its kind unsaid: `obj` must be of the request's kind,
+                    # or a show its tickets admit to
+                    if _admits_to(obj, c.text):
+                        named.append((c, f"retraction: '{obj}' -> the tickets at '{m.group('name')}'"))
+                    elif kind_of(obj, c.text):
                         named.append((c, f"retraction: '{obj}' -> the place named '{m.group('name')}'"))
                     break  # one place per request: another kind of thing, an earlier request may be the one
     if not named:
@@ -1633,8 +1692,61 @@ def _called_off(text: str, obj: str, candidates: Sequence[Candidate], speaker: s
         else:
             continue
         shared, score = _shared(obj, words, rest, _content(rest))
+        if set(words) & _go_outings(rest):
+            score = max(score, 1.0)  # "going hiking": the outing's own word, no verb's form
         if score >= 1.0:  # one word shared as such, not only by its -ed/-ing form
-            return [(c.position, "retraction: called off '" + obj + "', shared " + ",".join(shared[:3]))]
+            return [(c.position, "retraction: called off '" + obj + "', shared " + (",".join(shared[:3]) or obj))]
+    return []
+
+
+# A request told to be needed no more, opening the turn ("No need to remind me about mum.",
+# "There's no need to book the taxi.", "You don't need to order the flowers anymore."): it
+# takes back the request it names (`_not_needed`), the way "Cancel the reminder." would.
+# The act after it is a verb and what it is done to; a pronoun alone names nothing of its
+# own ("No need to thank me.", "No need to apologise."): only a request of that very verb.
+_NO_NEED = re.compile(
+    r"^(?:(?:ok(?:ay)?|oh|so|actually|sorry|and|also|btw)[,.!]?\s+)*"
+    r"(?:(?:there's|there is) )?(?:no need to|you (?:don't|do not) need to|you needn't) "
+    r"(?P<verb>[a-z]+)\b(?P<obj>[^,.;:!?]*)"
+)
+# the words of a no-need act that name nobody's thing: its person, its "about", its end
+_NO_NEED_EMPTY = frozenset(("me", "us", "it", "that", "this", "them", "him", "her", "anymore", "any", "more",
+                            "about", "of", "for", "with", "again", "now", "today", "please", "either", "after",
+                            "all"))
+# the verbs whose infinitive a request sets its own act to ("Remind me to call mum", "Ask
+# Jo to book the table"): "No need to call mum." names the reminder as well
+_INFINITIVE = re.compile(r"\bto ([a-z]+)\b")
+
+
+def _not_needed(text: str, m: re.Match[str], candidates: Sequence[Candidate], speaker: str | None,
+                latest: bool, kind_of: KindCheck | None) -> list[tuple[int, str]]:
+    """What a request told to be needed no more (`_NO_NEED`, its match `m`) takes back:
+    the latest of the user's last ``ELLIPSIS_REACH`` turns that is a request (a plan's
+    labels) whose verb, or the act it sets ("Remind me to call mum" -> "call"), is the no-
+    need act's verb, and that names what the act names: a content word shared, or another
+    name of it (`KindCheck.synonym_in`: "mum" for "mother", by meaning). An act that names
+    nothing but a person ("No need to remind me.") takes only a request of that very verb;
+    "No need to thank me." takes nothing where no request asked to thank. Only where the
+    candidates end with the user's previous turn (`latest`), as for `_just_said`."""
+    if not latest:
+        return []
+    verb = _stem(m.group("verb"))
+    obj = " ".join(w for w in re.findall(r"[a-z][\w'-]*", m.group("obj")) if w not in _NO_NEED_EMPTY)
+    words = _content(obj)
+    for c in reversed(candidates[-ELLIPSIS_REACH:]):
+        if c.intent not in _PLAN_INTENTS or not voices_may_revise(text, speaker, c.text, c.speaker):
+            continue
+        own, rest = _request_verb(c.text)
+        if _stem(own) != verb and not (words and verb in {_stem(v) for v in _INFINITIVE.findall(rest.lower())}):
+            continue
+        if not words:
+            return [(c.position, f"retraction: no need to '{m.group('verb')}', the latest such request")]
+        shared, score = _shared(obj, words, rest, _content(rest))
+        if score >= 1.0:
+            return [(c.position, f"retraction: no need to '{m.group('verb')}', shared " + ",".join(shared[:3]))]
+        same = kind_of.synonym_in(obj, rest) if kind_of is not None else None
+        if same is not None:
+            return [(c.position, f"retraction: no need to '{m.group('verb')}' '{obj}' -> '{same}', the same thing")]
     return []
 
 
@@ -2712,7 +2824,8 @@ class Superseder:
         norm = normalize(text)
         cues = _cue_text(norm)
         if correction_cue(norm, "user") or _STATE_CHANGE.search(cues) or UPDATE_CUE.search(cues) \
-                or _framed_correction(norm) or _PLAN_RETRACTION.match(cues) or _OFF_STATE.match(cues):
+                or _framed_correction(norm) or _PLAN_RETRACTION.match(cues) or _OFF_STATE.match(cues) \
+                or _NO_NEED.match(cues):
             return "" if _DISMISSAL.match(norm) else text
         return ""
 
