@@ -54,8 +54,10 @@ Invariants:
   popped turn counts as absent (tiers.statements.Hidden). A superseded turn that is shown is marked, with
   its validity interval (valid from its own time until the superseding turn's), in the
   line and in the plan item's reason (the recent tail shows turns as they were said: in
-  its item's reason only, and `plan.left_out` does not list it); a question about the past (`about_past`) ranks
-  superseded turns up instead of down.
+  its item's reason, and by a mark in the retrieved block, planner.marks, whatever the
+  length of the log: a whole log that fits the budget is marked as a long one is; an
+  extension appends a mark only for a correction that is new; `plan.left_out` does not
+  list it); a question about the past (`about_past`) ranks superseded turns up instead of down.
 - A query whose vector cannot be computed (`embed` raises `EmbeddingUnavailable`: the
   embedding model cannot be loaded) still gets its context, ranked by keywords (BM25)
   only and classified by the rules; the plan says so (`plan.tiers["embedder"]` is
@@ -83,7 +85,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tiermem.planner import epoch_policy, late_pins, middle, query_text
+from tiermem.planner import epoch_policy, late_pins, marks, middle, query_text
 from tiermem.planner.cache_rules import (
     PROVIDERS,
     alive,
@@ -430,6 +432,8 @@ class Planner:
                      kept_from=call.kept_from, held_back=held_back,
                      leftovers=plan.query_class in NEEDS_ROOM_CLASSES, latest_user=fixed.latest_user,
                      memory_last=memory_last)
+        # a superseded turn the tail shows raw is marked in the retrieved block (planner.marks)
+        marks.take(packing, marks.for_tail(self.candidates, conv, packing, fixed.tail_rows, call.zone))
         call.mark("pack")
         messages, kinds, where, total = self._fit(call, fixed, packing)
         if fill_to > 0 and not memory_last and self.render.converting():
@@ -1101,7 +1105,9 @@ class Planner:
         then the extension also goes on when it shows enough of what a new epoch would
         (planner.epoch_policy: by the weight of this call's ranked turns it shows)."""
         conv, budget = call.conv, call.budget
-        chosen, pin_current, summary_current = packing.chosen, packing.pin_current, packing.summary_current
+        # the query's retrieved turns, without this packing's marks: an extension marks
+        # only what its kept context does not (below)
+        chosen, pin_current, summary_current = marks.without(packing.chosen), packing.pin_current, packing.summary_current
         tail_rows, tail_msgs = fixed.tail_rows, fixed.tail_msgs
         latest_user, latest_body, latest_truncated = fixed.latest_user, fixed.latest_body, fixed.latest_truncated
         if latest_user is None or latest_body is None or latest_item is None or prev.latest_user is None:
@@ -1259,6 +1265,12 @@ class Planner:
             del head[blocks[-1]]
             dropped += 1
         segs = list(head)
+        # a turn the context shows raw that was superseded since (the correction is new),
+        # or whose mark a rewind dropped, is marked with this call's retrieved turns, ahead
+        # of them for the room (planner.marks)
+        new_marks = marks.for_segments(self.candidates, conv, head + rest, new_positions, tail_rows, call.zone)
+        if new_marks:
+            fits = self._fit_need(fixed_part, fixed_total, [*new_marks, *fits], budget, conv)
         if fits:
             segs.append(Segment("retrieved", self.render.block("retrieved", fits, conv), tuple(c.item() for c in fits)))
         segs.extend(rest)
@@ -1354,6 +1366,10 @@ class Planner:
         on_show |= {p for c, p in shown(late) if c == conv}
         need = [c for c in wanted if c.conversation_id != conv or c.position not in on_show]
         min_tokens = min_share * sum(c.tokens for c in wanted) - sum(c.tokens for c in wanted if c not in need)
+        # a superseded turn the kept head shows raw whose mark left with the evicted part
+        # is marked again, ahead of the retrieved turns (planner.marks; the rebuilt tail
+        # stops before a superseded turn)
+        need = [*marks.for_segments(self.candidates, conv, [*head, *tail], (), fixed.tail_rows, call.zone), *need]
         got = middle.evict(head, tail, rest[0], rest[1:], need,
                            lambda msgs, base, todo: self._fit_need(msgs, base, todo, budget, conv),
                            lambda fits: Segment("retrieved", self.render.block("retrieved", fits, conv),

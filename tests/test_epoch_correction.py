@@ -4,7 +4,8 @@ correction follows it, in log order, as a rebuilt context's tail shows them too 
 rebuild billed ~1,100 tokens in full for the same lines: 0.45 points of conv-26's cost
 replay). A shown line out of log order (retrieved, pinned) superseded since still ends
 the epoch (tests/test_statements.py). Fails on the code before: the extension saw the
-previous user message as a shown line superseded in part and started a new epoch."""
+previous user message as a shown line superseded in part and started a new epoch. The
+statement it superseded is marked in the retrieved block the extension appends (planner/marks.py)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,11 @@ def test_a_correction_of_the_previous_user_message_extends_the_epoch(cold_memory
     assert second.messages[:len(first.messages)] == first.messages  # the whole previous context is a prefix
     texts = [message_text(x) for x in second.messages]
     # the corrected message, the reply, then the correction: in log order, the old value
-    # followed by what replaced it
-    assert texts[-3:] == [FACTS, "Both saved.", CORRECTION]
+    # followed by what replaced it; the old statement is marked in this call's retrieved
+    # block, appended before the correction (planner/marks.py), its flight still current
+    assert [texts[-4], texts[-3], texts[-1]] == [FACTS, "Both saved.", CORRECTION]
+    assert second.messages[-2]["role"] == "system"
+    [mark] = [ln for ln in texts[-2].split("\n") if "SUPERSEDED, not current" in ln]
+    assert "my hotel is the Tivoli Oriente" in mark and "LH 1172" not in mark
     assert second.tokens <= BUDGET
 

@@ -108,7 +108,10 @@ def test_a_fork_cut_between_call_and_result_shows_no_half_unit(memory: Memory) -
     memory.append(child, _user("Actually, look for Porto instead."))
     ctx = memory.context(child, "Actually, look for Porto instead.", budget=BUDGET)
     assert problems(ctx.messages) == []
-    assert [m["role"] for m in ctx.messages] == ["user", "user"]
+    # the two user messages and no tool message; the first, superseded by the second, may
+    # also be marked in a system block (planner/marks.py), which holds no unit
+    assert [m["role"] for m in ctx.messages
+            if not (m["role"] == "system" and "SUPERSEDED, not current" in str(m["content"]))] == ["user", "user"]
 
 
 def test_a_result_whose_call_is_past_the_tail_is_not_shown(cold_memory: Memory) -> None:
