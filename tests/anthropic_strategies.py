@@ -6,7 +6,8 @@
   non-finite floats, booleans where integers go.
 - `valid_message`: a MessageParam or a whole reply built from the SDK's block shapes
   (`anthropic.types.*BlockParam`): text (with citations, cache_control), images by
-  base64 and url, tool_use / tool_result, thinking and redacted thinking.
+  base64 and url, tool_use / tool_result, thinking and redacted thinking; the blocks
+  kept whole (documents, search results, a server tool's call and its result).
 - `near_valid_message`: a valid one with exactly one field (anywhere in it) dropped,
   retyped, set to a hostile value or oversized.
 - `conversation`: a valid conversation as an agent sends it (user first, roles
@@ -119,6 +120,43 @@ def tool_result_block(draw: st.DrawFn, cid: str | None = None) -> dict[str, Any]
 
 thinking_block = st.builds(lambda t: {"type": "thinking", "thinking": t, "signature": SIGNATURE}, texts)
 redacted_block = st.builds(lambda: {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rL"})
+PDF = base64.b64encode(b"%PDF-1.4 generated").decode()
+
+
+@st.composite
+def kept_user_block(draw: st.DrawFn) -> dict[str, Any]:
+    """A user's block that the OpenAI form has no part for (a PDF as data is a file part)."""
+    kind = draw(st.sampled_from(["pdf", "text_document", "content_document", "url_document", "search_result",
+                                 "container_upload"]))
+    if kind == "search_result":
+        return {"type": "search_result", "source": "https://kb.test/" + draw(st.from_regex(r"[a-z]{1,6}", fullmatch=True)),
+                "title": draw(texts), "content": [{"type": "text", "text": draw(texts)}]}
+    if kind == "container_upload":
+        return {"type": "container_upload", "file_id": "file_" + draw(st.from_regex(r"[a-z0-9]{1,6}", fullmatch=True))}
+    source = {"pdf": {"type": "base64", "media_type": "application/pdf", "data": PDF},
+              "text_document": {"type": "text", "media_type": "text/plain", "data": draw(texts)},
+              "content_document": {"type": "content", "content": [{"type": "text", "text": draw(texts)}]},
+              "url_document": {"type": "url", "url": "https://docs.test/a.pdf"}}[kind]
+    b: dict[str, Any] = {"type": "document", "source": source}
+    if draw(st.booleans()):
+        b["title"] = draw(texts)
+    if draw(st.booleans()):
+        b["citations"] = {"enabled": True}
+    return b
+
+
+@st.composite
+def server_tool_pair(draw: st.DrawFn, cid: str | None = None) -> list[dict[str, Any]]:
+    """A server tool's call and the result block answering it, as one reply holds them."""
+    sid = cid or "srvtoolu_" + draw(st.from_regex(r"[A-Za-z0-9]{1,8}", fullmatch=True))
+    if draw(st.booleans()):
+        return [{"type": "server_tool_use", "id": sid, "name": "web_search", "input": {"query": draw(texts)}},
+                {"type": "web_search_tool_result", "tool_use_id": sid, "content": [
+                    {"type": "web_search_result", "url": "https://web.test/1", "title": draw(texts),
+                     "encrypted_content": "EqgfCioIARgBIiQ3YTAwMjY1Mi1jZjBmLTQ0", "page_age": "April 30, 2025"}]}]
+    return [{"type": "server_tool_use", "id": sid, "name": "code_execution", "input": {"code": "print(1)"}},
+            {"type": "code_execution_tool_result", "tool_use_id": sid, "content": {
+                "type": "code_execution_result", "stdout": draw(texts), "stderr": "", "return_code": 0, "content": []}}]
 
 
 @st.composite
@@ -127,11 +165,13 @@ def valid_message(draw: st.DrawFn) -> dict[str, Any]:
     if kind == "system":
         return {"role": "system", "content": draw(st.one_of(texts, st.lists(text_block(), min_size=1, max_size=2)))}
     if kind == "user":
-        blocks = draw(st.lists(st.one_of(tool_result_block(), text_block(), image_block()), min_size=1, max_size=4))
+        blocks = draw(st.lists(st.one_of(tool_result_block(), text_block(), image_block(), kept_user_block()),
+                               min_size=1, max_size=4))
         content: Any = blocks if len(blocks) > 1 or draw(st.booleans()) else draw(texts)
         return {"role": "user", "content": content}
-    blocks = draw(st.lists(st.one_of(thinking_block, redacted_block, text_block(), tool_use_block()),
-                           min_size=1, max_size=4))
+    blocks = draw(st.lists(st.one_of(thinking_block, redacted_block, text_block(), tool_use_block(),
+                                     server_tool_pair()), min_size=1, max_size=4))
+    blocks = [b for x in blocks for b in (x if isinstance(x, list) else [x])]  # a server pair: two blocks
     uses = [b for b in blocks if b["type"] == "tool_use"]
     for n, b in enumerate(uses):  # each call of a message has an id of its own (`ids` never hold "_<n>")
         if any(u["id"] == b["id"] for u in uses[:n]):
@@ -177,6 +217,8 @@ def conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
     serial = 0
     for _turn in range(draw(st.integers(1, 3))):
         blocks: list[dict[str, Any]] = draw(st.lists(st.one_of(thinking_block, redacted_block), max_size=2))
+        if draw(st.booleans()):  # a server tool ran before the answer
+            blocks.extend(draw(server_tool_pair(f"srvtoolu_{_turn:04d}")))
         if draw(st.booleans()):
             blocks.append(draw(text_block()))
         calls = []
@@ -187,6 +229,6 @@ def conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
             blocks.append(draw(text_block()))
         out.append({"role": "assistant", "content": blocks + calls})
         results = [draw(tool_result_block(c["id"])) for c in calls]
-        tail = draw(st.lists(text_block(), min_size=0 if results else 1, max_size=1))
+        tail = draw(st.lists(st.one_of(text_block(), kept_user_block()), min_size=0 if results else 1, max_size=1))
         out.append({"role": "user", "content": results + tail})
     return out

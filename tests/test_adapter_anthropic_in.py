@@ -151,11 +151,14 @@ def test_cache_control_is_kept_but_not_sent_back(cold_memory: Memory) -> None:
 
 # each case: (message, the field the error names)
 REFUSALS: list[tuple[dict[str, Any], str]] = [
-    # a block type tiermem does not convert, in a user message and in a reply
+    # a block type tiermem does not convert (the beta MCP connector's), in a user message and in a reply
+    ({"role": "user", "content": [{"type": "text", "text": "read"}, {"type": "mcp_tool_result", "tool_use_id": "m",
+                                                                     "content": []}]}, "content[1].type"),
+    ({"type": "message", "role": "assistant", "content": [{"type": "mcp_tool_use", "id": "m", "name": "search",
+                                                           "server_name": "s", "input": {}}]}, "content[0].type"),
+    # a document kept whole needs its source's type (test_anthropic_kept_blocks.py has the rest)
     ({"role": "user", "content": [{"type": "text", "text": "read"}, {"type": "document", "source": {}}]},
-     "content[1].type"),
-    ({"type": "message", "role": "assistant", "content": [{"type": "server_tool_use", "id": "s", "name": "web_search",
-                                                           "input": {}}]}, "content[0].type"),
+     "content[1].source.type"),
     # a block the role cannot hold
     ({"role": "user", "content": [_use("toolu_x")]}, "content[0].type"),
     ({"role": "assistant", "content": [_result("toolu_x")]}, "content[0].type"),

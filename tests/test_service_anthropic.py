@@ -135,7 +135,8 @@ def test_the_default_answer_is_unchanged(served: tuple[str, Memory], http: httpx
         assert json.dumps(got) == json.dumps(before)  # the same keys in the same order, the same values
 
 
-UNKNOWN_BLOCK = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
+# the beta MCP connector's call: a block type the adapter neither converts nor keeps
+UNKNOWN_BLOCK = {"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "search", "server_name": "s", "input": {}}
 TWO_RESULTS = {"role": "user", "content": [
     {"type": "tool_result", "tool_use_id": "toolu_a", "content": "1"},
     {"type": "tool_result", "tool_use_id": "toolu_b", "content": "2"}]}

@@ -13,7 +13,14 @@ string for one block, parts for several or with images), `image` blocks as `imag
 parts (a base64 source as a data URL), `tool_use` blocks as the assistant's `tool_calls` (arguments
 `json.dumps(input)`), each `tool_result` block as a `tool` message (its text; a user
 message's text and images after its results become one user message), `system` as a
-system message. What the OpenAI form has no field for goes in each stored message's
+system message, a `document` holding a PDF as data as a `file` part (`file_data`, the
+title as its `filename`). A block OpenAI's form has no part for (a server tool's
+`server_tool_use` and its result, `web_search_tool_result`, `web_fetch_tool_result`,
+`code_execution_tool_result`, ...; a user's other `document` blocks, `search_result`,
+`container_upload`) is a text part where it stood, holding its words (`[type]` or
+`[server_tool_use name]`, then its arguments, titles, URLs, texts, outputs, one a line:
+`_words`), so search, the planner and other clients read them, and is kept whole in
+metadata. What the OpenAI form has no field for goes in each stored message's
 metadata, under these keys, so that `to_anthropic` can put it back:
 
 - `anthropic_thinking`: `[[index, block], ...]`, the `thinking` (with its `signature`)
@@ -24,8 +31,12 @@ metadata, under these keys, so that `to_anthropic` can put it back:
   `cache_control` (kept, never sent back: the plan's breakpoints place the marks);
 - `anthropic_content`: a `tool_result`'s content when it is more than text (images,
   documents, search results, text blocks with citations), verbatim;
-- `anthropic_order`: the order of the text (`t`) and `tool_use` (`u`) blocks when a text
-  block came after a `tool_use` (the OpenAI form has the text first);
+- `anthropic_blocks`: `[[index, block], ...]`, the blocks kept whole (above), verbatim,
+  at their index among the message's blocks (a `cache_control` on one is kept, never sent
+  back);
+- `anthropic_order`: the order of the text (`t`, a kept block's text part too) and
+  `tool_use` (`u`) blocks when a text block came after a `tool_use` (the OpenAI form has
+  the text first);
 - `anthropic_reply`: a reply's fields besides its content (`id`, `model`, `stop_reason`,
   `stop_sequence`, `usage`, ...).
 
@@ -36,9 +47,13 @@ own), each row put back gets its own blocks' extras, indexed among its blocks
 (`item_extras`; the text row's citations are those of every text block, joined into
 one as the row holds them). A message whose metadata would pass
 `max_metadata_bytes` is refused (`ValidationError` naming the largest block kept there,
-nothing returned to append); so is a block type other than text, image, `tool_use`,
-`tool_result`, thinking and redacted thinking (naming the block), an image given by
-file id, a block a role cannot hold, a block holding what stored JSON cannot (NaN or an
+nothing returned to append: a server tool's results, with their `encrypted_content`,
+can need more than the default); so is a block type other than those above (naming the
+block: the beta `mcp_tool_use`, ...), an image given by file id, a block a role cannot
+hold (a `document` in a reply, a `server_tool_use` from the user), a kept block without
+the fields it is read by (a server call's `id`, `name` and `input`, a result's
+`tool_use_id`, a document's `source.type`, a search result's `source`, `title` and
+`content`, an upload's `file_id`), a block holding what stored JSON cannot (NaN or an
 infinity, a lone surrogate, an int past `str()`'s digit limit, nesting past the
 recursion limit: named by the block), an id or tool name past the stored form's limits
 (`tiers.formats`: named by the field as sent), and a `tool_use` whose id another of the
@@ -66,6 +81,13 @@ type a base64 source cannot have (the API takes JPEG, PNG, GIF and WebP) becomes
 `tool_result` either. A context that ends with an assistant message is sent as prefill
 (the API continues it) with its trailing whitespace cut, which the API refuses there
 (models without prefill refuse the request: end the context on a user message).
+
+A kept block goes back as given where the stored message is sent as it is (restored
+with `memory`: "Restoring metadata"); else its text part does (no memory, or a row the
+planner trimmed). A `server_tool_use` and its result go together: in each assistant turn
+a server call without a result block naming it, or a result without its call, is left
+out, except a call in the request's last message (a reply that stopped with
+`pause_turn`, sent back for the API to go on).
 
 Pairing: every `tool_use` is answered by a `tool_result` in the next user message. The
 planner keeps a call and its results in one unit (`tiers.formats.call_ids`), so a
@@ -176,22 +198,52 @@ EXTRA_KEY = "anthropic_extra"
 CONTENT_KEY = "anthropic_content"
 ORDER_KEY = "anthropic_order"
 REPLY_KEY = "anthropic_reply"
-METADATA_KEYS = (THINKING_KEY, EXTRA_KEY, CONTENT_KEY, ORDER_KEY, REPLY_KEY)
+BLOCKS_KEY = "anthropic_blocks"
+METADATA_KEYS = (THINKING_KEY, EXTRA_KEY, CONTENT_KEY, ORDER_KEY, REPLY_KEY, BLOCKS_KEY)
 
 THINKING_TYPES = ("thinking", "redacted_thinking")
-BLOCK_TYPES = ("text", "image", "tool_use", "tool_result", *THINKING_TYPES)
+# A server tool's call (web search, web fetch, code execution, tool search: the API runs
+# it) and the result blocks answering it, both in the reply that made the call.
+SERVER_TOOL_USE = "server_tool_use"
+SERVER_RESULT_TYPES = ("web_search_tool_result", "web_fetch_tool_result", "code_execution_tool_result",
+                       "bash_code_execution_tool_result", "text_editor_code_execution_tool_result",
+                       "tool_search_tool_result")
+DOCUMENT = "document"
+SEARCH_RESULT = "search_result"
+CONTAINER_UPLOAD = "container_upload"  # a file the code execution tool reads, by its file id
+# Blocks OpenAI's chat form has no part for, kept verbatim in `BLOCKS_KEY` with a text
+# part holding their words in the stored body (module docstring, "In"), by the role
+# that may hold them
+KEPT_TYPES: dict[str, frozenset[str]] = {
+    "user": frozenset({DOCUMENT, SEARCH_RESULT, CONTAINER_UPLOAD}),
+    "assistant": frozenset({SERVER_TOOL_USE, *SERVER_RESULT_TYPES, CONTAINER_UPLOAD}),
+    "system": frozenset(),
+}
+BLOCK_TYPES = ("text", "image", "tool_use", "tool_result", *THINKING_TYPES, DOCUMENT, SEARCH_RESULT,
+               SERVER_TOOL_USE, *SERVER_RESULT_TYPES, CONTAINER_UPLOAD)
 # the fields of each converted block that the OpenAI form holds; the others are extras
 CORE_FIELDS: dict[str, frozenset[str]] = {
     "text": frozenset({"type", "text"}),
     "image": frozenset({"type", "source"}),
     "tool_use": frozenset({"type", "id", "name", "input"}),
     "tool_result": frozenset({"type", "tool_use_id", "content"}),
+    DOCUMENT: frozenset({"type", "source"}),  # a PDF given as data: a `file` part
 }
 ROLE_BLOCKS: dict[str, frozenset[str]] = {
-    "user": frozenset({"text", "image", "tool_result"}),
-    "assistant": frozenset({"text", "tool_use", *THINKING_TYPES}),
+    "user": frozenset({"text", "image", "tool_result"}) | KEPT_TYPES["user"],
+    "assistant": frozenset({"text", "tool_use", *THINKING_TYPES}) | KEPT_TYPES["assistant"],
     "system": frozenset({"text"}),
 }
+# The keys of a kept block whose string values are its words (a title, a URL, a text, a
+# program's output, an error code), where they are found at any depth of the block; other
+# strings (ids, base64 data, `encrypted_content`) are not words. A text source's `data`
+# is (`_words`).
+WORD_KEYS = frozenset({"title", "url", "source", "text", "context", "stdout", "stderr", "error_code", "content",
+                       "cited_text"})
+# the name a PDF document's `file` part is stored under (the OpenAI form's `filename`,
+# which it wants beside `file_data`): the block's title with the suffix, else this
+PDF_FILENAME = "document.pdf"
+PDF_SUFFIX = ".pdf"
 PARAM_FIELDS = frozenset({"role", "content"})  # a MessageParam's; a reply (type "message") has more
 EPHEMERAL = {"type": "ephemeral"}
 # The opening user message of a context whose first message is the assistant's (the
@@ -341,6 +393,27 @@ def _block(raw: Any, path: str, role: str) -> dict[str, Any]:
         else:
             raise ValidationError(f"{path}.source.type", f"{shown(kind)} has no OpenAI chat form "
                                   "(converted: 'base64', 'url'; an image given by file id is not)")
+    elif t == SERVER_TOOL_USE:
+        need_str("id", nonempty=True, max_chars=CALL_ID_MAX_CHARS)
+        need_str("name", nonempty=True, max_chars=TOOL_NAME_MAX_CHARS)
+        if not isinstance(b.get("input"), dict):
+            raise ValidationError(f"{path}.input", "must be an object (the server tool's arguments)")
+    elif t in SERVER_RESULT_TYPES:
+        need_str("tool_use_id", nonempty=True, max_chars=CALL_ID_MAX_CHARS)
+        if "content" not in b:
+            raise ValidationError(f"{path}.content", "Field required (the server tool's result)")
+    elif t == DOCUMENT:
+        source = b.get("source")
+        if not isinstance(source, dict) or not isinstance(source.get("type"), str):
+            raise ValidationError(f"{path}.source.type", "Field required (a string: 'base64', 'text', 'content', "
+                                  "'url', 'file')")
+    elif t == SEARCH_RESULT:
+        need_str("source")
+        need_str("title")
+        if not isinstance(b.get("content"), list):
+            raise ValidationError(f"{path}.content", "must be a list of text blocks")
+    elif t == CONTAINER_UPLOAD:
+        need_str("file_id", nonempty=True)
     # what the block holds anywhere (a tool's input, citations, a result's blocks) must be
     # storable JSON: refused here by its block, not by the store or the wire after
     _json_bytes(b, path)
@@ -357,6 +430,41 @@ def _image_part(b: dict[str, Any]) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": url}}
 
 
+def _pdf_data(b: dict[str, Any]) -> str | None:
+    """The base64 data of a `document` block holding a PDF as data (the OpenAI form's `file`
+    part holds it: no copy in metadata), else None."""
+    s = b.get("source")
+    if (b.get("type") == DOCUMENT and isinstance(s, dict) and s.get("type") == "base64"
+            and s.get("media_type") == PDF_MEDIA_TYPE and isinstance(s.get("data"), str)
+            and set(s) == {"type", "media_type", "data"}):
+        return str(s["data"])
+    return None
+
+
+def _words(b: dict[str, Any]) -> str:
+    """The text part a kept block is stored as (what search, the planner and a model sent
+    the OpenAI form read): `[type name]`, then its words, one a line: a server tool's
+    arguments, and the strings under `WORD_KEYS` at any depth (a text source's `data`
+    too), in order. Iterative: a block nested however deep is read without recursion."""
+    t = b["type"]
+    head = f"[{t} {b['name']}]" if t == SERVER_TOOL_USE else f"[{t}]"
+    words: list[str] = []
+    stack: list[tuple[Any, bool]] = [(b.get("input"), True)] if t == SERVER_TOOL_USE else [(b, False)]
+    while stack:
+        value, every = stack.pop()
+        if isinstance(value, str):
+            if value.strip():
+                words.append(value.strip())
+        elif isinstance(value, list):
+            stack.extend((v, every) for v in reversed(value))
+        elif isinstance(value, dict) and value.get("type") != "base64":  # data, not words
+            text_source = value.get("type") == "text"
+            stack.extend((v, every) for k, v in reversed(value.items())
+                         if every or (isinstance(k, str) and k in WORD_KEYS)
+                         or (k == "data" and text_source) or not isinstance(v, str))
+    return "\n".join([head, *words])
+
+
 class _Out:
     """One stored message being built, with what its metadata keeps and, for each entry,
     the block (its index in the Anthropic message) it came from."""
@@ -368,7 +476,7 @@ class _Out:
 
     def keep(self, key: str, value: Any, source: int) -> None:
         size = _json_bytes(value, f"content[{source}]" if source >= 0 else "message")
-        if key in (THINKING_KEY, EXTRA_KEY):
+        if key in (THINKING_KEY, EXTRA_KEY, BLOCKS_KEY):
             self.meta.setdefault(key, []).append(value)
         else:
             self.meta[key] = value
@@ -449,6 +557,11 @@ def _assistant(blocks: list[dict[str, Any]]) -> _Out:
         if t in THINKING_TYPES:
             kept.append((THINKING_KEY, [i, b], i))
             continue
+        if t in KEPT_TYPES["assistant"]:  # verbatim, its words a text block where it stood
+            kept.append((BLOCKS_KEY, [i, b], i))
+            texts.append(_words(b))
+            order += "t"
+            continue
         extra = _extras(b)
         if extra:
             kept.append((EXTRA_KEY, [i, extra], i))
@@ -477,6 +590,12 @@ def _user(blocks: list[dict[str, Any]], role: str) -> list[_Out]:
     part_kept: list[tuple[str, Any, int]] = []
     for i, b in enumerate(blocks):
         t = b["type"]
+        pdf = _pdf_data(b)
+        if t in KEPT_TYPES["user"] and pdf is None:
+            # verbatim, its words a text part where it stood
+            part_kept.append((BLOCKS_KEY, [len(parts), b], i))
+            parts.append({"type": "text", "text": _words(b)})
+            continue
         extra = _extras(b)
         if t == "tool_result":
             content = b.get("content", "")
@@ -497,7 +616,14 @@ def _user(blocks: list[dict[str, Any]], role: str) -> list[_Out]:
             continue
         if extra:
             part_kept.append((EXTRA_KEY, [len(parts), extra], i))
-        parts.append({"type": "text", "text": b["text"]} if t == "text" else _image_part(b))
+        if pdf is not None:  # a PDF as data: OpenAI's file part, which to_anthropic sends as this block
+            title = b.get("title")
+            name = title.strip() if isinstance(title, str) and title.strip() else PDF_FILENAME
+            parts.append({"type": "file", "file": {"file_data": f"data:{PDF_MEDIA_TYPE};base64,{pdf}",
+                                                   "filename": name if name.lower().endswith(PDF_SUFFIX)
+                                                   else name + PDF_SUFFIX}})
+        else:
+            parts.append({"type": "text", "text": b["text"]} if t == "text" else _image_part(b))
     if parts or not outs:
         one_text = len(parts) == 1 and parts[0]["type"] == "text"
         out = _Out({"role": role, "content": parts[0]["text"] if one_text else parts})
@@ -611,7 +737,12 @@ def _restore(blocks: list[dict[str, Any]], meta: dict[str, Any], *, exact: bool)
             at = entry[0] if exact else ahead
             blocks.insert(min(max(at, 0), len(blocks)), copy.deepcopy(entry[1]))
             ahead += 1
-    if exact:
+    if exact:  # each kept block where its words stand (the text block from_anthropic made of it)
+        for entry in meta.get(BLOCKS_KEY) or ():
+            if (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int)
+                    and 0 <= entry[0] < len(blocks) and blocks[entry[0]]["type"] == "text"
+                    and isinstance(entry[1], dict) and isinstance(entry[1].get("type"), str)):
+                blocks[entry[0]] = _without_cache_control(copy.deepcopy(entry[1]))
         for entry in meta.get(EXTRA_KEY) or ():
             if (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int)
                     and 0 <= entry[0] < len(blocks) and isinstance(entry[1], dict)):
@@ -767,12 +898,27 @@ def _sendable(b: dict[str, Any]) -> bool:
     return b["type"] != "text" or bool(b["text"].strip())
 
 
+def _server_pairs(blocks: list[dict[str, Any]], *, last: bool) -> None:
+    """An assistant turn's server tool calls each with a result block in the turn, each
+    result with its call there (the API's rule: the server ran the call inside that reply),
+    in place; the others go. A call of the request's last message keeps its place without
+    one: a reply that stopped with `pause_turn` is sent back as it is, for the API to go
+    on with it."""
+    calls = {b.get("id") for b in blocks if b["type"] == SERVER_TOOL_USE}
+    answered = {b.get("tool_use_id") for b in blocks if b["type"] in SERVER_RESULT_TYPES}
+    blocks[:] = [b for b in blocks
+                 if (b["type"] != SERVER_TOOL_USE or last or b.get("id") in answered)
+                 and (b["type"] not in SERVER_RESULT_TYPES or b.get("tool_use_id") in calls)]
+
+
 def _pair(turns: list[list[Any]]) -> list[list[Any]]:
     """Every tool_use answered in the next user message, results first there; unanswered
-    calls, results without their call and messages left empty go (module docstring)."""
+    calls, results without their call and messages left empty go (module docstring);
+    server tool calls paired within their turn (`_server_pairs`)."""
     for i, (role, blocks) in enumerate(turns):
         if role != "assistant":
             continue
+        _server_pairs(blocks, last=i == len(turns) - 1)
         nxt = turns[i + 1][1] if i + 1 < len(turns) and turns[i + 1][0] == "user" else []
         answered = {b["tool_use_id"] for b in nxt if b["type"] == "tool_result"}
         blocks[:] = [b for b in blocks if b["type"] != "tool_use" or b["id"] in answered]
