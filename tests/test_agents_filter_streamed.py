@@ -117,8 +117,8 @@ def test_each_model_call_gets_the_new_question(tmp_path: Path, embedder: FastEmb
 
 
 def test_a_session_that_reads_no_history_still_sends_the_question(tmp_path: Path, embedder: FastEmbedder) -> None:
-    # session_settings limit 0: the SDK's input holds no history, so the log's latest item
-    # is not in it; the trailing items the log holds nowhere are the new ones
+    # session_settings limit 0: the SDK's input holds no history; the items after what it
+    # read (nothing) are the new ones
     with _open(tmp_path / "d", embedder) as mem:
         session = TiermemSession(mem, CONV, session_settings={"limit": 0})
         model = ScriptedModel([[assistant_message("Hi Ana.")], [assistant_message("Ana.")]])

@@ -48,8 +48,16 @@
   hold yet follow it, in order, as the SDK gave them (`unsaved_items`): a streamed run
   (`Runner.run_streamed`) saves its new input only after the first model call (a
   non-streamed one before it), and a conversation not stored yet is planned from the
-  input alone (tests/test_agents_filter_streamed.py, both runners). Those items are
-  sent beyond `budget` (a streamed turn's question, as a rule). What the SDK's input
+  input alone (tests/test_agents_filter_streamed.py, both runners). Those items count
+  against `budget` too: the context is planned under the budget less their tokens (the
+  memory's tokenizer; over a `Client`, the larger count of the tokenizers a server may
+  use), so the whole input stays within it (docs/design.md invariant 5); where they
+  alone do not fit, `BudgetTooSmall` as a non-streamed run's oversized question raises,
+  and where the room left cannot hold the log's latest user message they go alone
+  (tests/test_agents_filter_streamed_budget.py). They are told by position: the input
+  holds first the items `get_items` last returned, then those saved since, so a new
+  question equal to an old one is new (under `session_settings` limit 0 too); where it
+  does not (an input the SDK rebuilt), by content, as `unsaved_items` says. What the SDK's input
   leaves out of the log's items it holds from its first on (a handoff's `input_filter`,
   `handoff_filters.remove_all_tools`: the previous agent's calls, outputs and reasoning)
   is left out of the plan too (`left_out_items`); older items, which a session limit
@@ -69,7 +77,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from tiermem.adapters._common import (
     DEFAULT_BUDGET_TOKENS,
@@ -83,10 +91,11 @@ from tiermem.adapters._common import (
     retract_latest,
     visible,
 )
-from tiermem.tiers.errors import ConversationNotFound
+from tiermem.tiers.errors import BudgetTooSmall, ConversationNotFound
 from tiermem.tiers.formats import to_responses, unique_item_call_ids, wire_body
 from tiermem.tiers.models import sdk_dump
 from tiermem.tiers.plain_json import plain_deep
+from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, BpeTokenCounter, TokenCounter, message_tokens
 from tiermem.tiers.zones import optional_timezone
 
 if TYPE_CHECKING:
@@ -109,29 +118,58 @@ def _key(item: dict[str, Any]) -> str:
 
 
 def unsaved_items(inputs: list[dict[str, Any]], saved: list[dict[str, Any]],
-                  read: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                  read: list[dict[str, Any]], last_read: tuple[int, int] | None = None) -> list[dict[str, Any]]:
     """The trailing items of a model call's `inputs` that the session's log does not hold
     yet: in a streamed run (`Runner.run_streamed`) the SDK saves the run's new input only
     after the first model call (a non-streamed run saves it before). `saved`: the view's
     items as stored, `read`: as `get_items` returns them (call ids renamed), the forms the
     SDK's input holds them in (its history as read, its own items of this run as stored).
-    The items after the latest item of the view are the new ones. An input without that
-    item is one the SDK rebuilt (a handoff's `input_filter`, `nest_handoff_history`'s
-    summary of the conversation, which the filter's context plans from the log instead),
-    or one of a session that read no history (`session_settings` limit 0, a
-    `session_input_callback`): of it, the trailing user messages the log holds nowhere
-    (the new question; a question equal to one stored before is not told apart there)."""
+
+    By position first: `last_read` is (the view's length, the items returned) of the
+    session's latest `get_items`, the history the SDK put first in its input; the view's
+    items after it were saved since, and the input holds them next. Where the input's
+    first items are those, item for item, the rest are new, whatever their content: a
+    question equal to one stored before (under `session_settings` limit 0, or where the
+    log ends with it) is new. Where they are not (the SDK rebuilt or reordered its input:
+    a handoff's `input_filter`, `nest_handoff_history`, a `session_input_callback`; a pop
+    or another writer since the read), by content: the items after the latest item of the
+    view; an input without that item is one the SDK rebuilt (`nest_handoff_history`'s
+    summary of the conversation, which the filter's context plans from the log instead)
+    or one of a session that read no history: of it, the trailing user messages the log
+    holds nowhere (a question equal to one stored before is not told apart there)."""
     if not saved:
         return list(inputs)  # nothing stored yet (a new conversation, or cleared)
+    if last_read is not None:
+        at, count = last_read
+        start = at - count  # the view's first item the SDK read
+        if 0 <= start <= at <= len(saved) and len(saved) - start <= len(inputs):
+            held = len(saved) - start
+            if all(inputs[i] in (saved[start + i], read[start + i]) for i in range(held)):
+                return inputs[held:]
     latest = (saved[-1], read[-1])
     for j in range(len(inputs) - 1, -1, -1):
         if inputs[j] in latest:
             return inputs[j + 1:]
-    held = {_key(i) for i in (*saved, *read)}
+    keys = {_key(i) for i in (*saved, *read)}
     k = len(inputs)
-    while k > 0 and inputs[k - 1].get("role") == "user" and _key(inputs[k - 1]) not in held:
+    while k > 0 and inputs[k - 1].get("role") == "user" and _key(inputs[k - 1]) not in keys:
         k -= 1
     return inputs[k:]
+
+
+def _counters(memory: MemoryLike) -> list[TokenCounter]:
+    """The tokenizers a context of `memory` is counted with: a `Memory`'s (a namespaced
+    view's, its Memory's); a `Client` does not say its server's, so every one a server may
+    be configured with (`Config.tokenizer`), the larger count taken (never under it)."""
+    from tiermem.memory import Memory, NamespacedMemory
+
+    if isinstance(memory, NamespacedMemory):
+        return [memory.memory.tokens]
+    if isinstance(memory, Memory):
+        return [memory.tokens]
+    from tiermem.config import Config
+
+    return [BpeTokenCounter(name) for name in get_args(Config.model_fields["tokenizer"].annotation)]
 
 
 def left_out_items(inputs: list[dict[str, Any]], saved: list[dict[str, Any]],
@@ -187,6 +225,10 @@ class TiermemSession:
 
             session_settings = coerce_session_settings(session_settings)
         self.session_settings = session_settings
+        # the latest get_items: (the view's length, the items returned), the history the
+        # SDK puts first in a run's input, which the filter tells the new items by
+        self._last_read: tuple[int, int] | None = None
+        self._token_counters: list[TokenCounter] | None = None
 
     def _stored_items(self) -> list[dict[str, Any]]:
         return [item for _m, items in items_of(visible(self.memory, self.session_id)) for item in items]
@@ -201,7 +243,9 @@ class TiermemSession:
             limit = self.session_settings.limit
         items = await asyncio.to_thread(self._items)
         # SQLiteSession's LIMIT: the latest N; 0 none; a negative one is no limit
-        return items[-limit:] if limit is not None and limit > 0 else ([] if limit == 0 else items)
+        out = items[-limit:] if limit is not None and limit > 0 else ([] if limit == 0 else items)
+        self._last_read = (len(items), len(out))
+        return out
 
     async def add_items(self, items: list[Any]) -> None:
         if items:
@@ -241,20 +285,41 @@ class TiermemSession:
 
         return _filter
 
+    def _tokens(self, items: list[dict[str, Any]]) -> int:
+        """What `items` take in a context, counted as the context counts its messages."""
+        if self._token_counters is None:
+            self._token_counters = _counters(self.memory)
+        return max(sum(message_tokens(c, i) for i in items) for c in self._token_counters)
+
     def _filter_items(self, inputs: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
         """The planned context less what the SDK's input leaves out (`left_out_items`: a
         handoff's input filter), then the input's items not saved yet (`unsaved_items`: a
         streamed run's new input at its first model call), in order, as the SDK gave them;
-        each call id sent once over the whole (`unique_item_call_ids`)."""
+        each call id sent once over the whole (`unique_item_call_ids`). The context is
+        planned under `budget` less those items' tokens, so the whole stays within it
+        (docs/design.md invariant 5). Those items alone past it: `BudgetTooSmall`, as the
+        plan of a non-streamed run raises for its latest user message (the filter does
+        not truncate). A room left too small for the log's own latest user message (the
+        previous question, in a streamed turn): those items alone, as a non-streamed
+        context leaves out the tail turns that do not fit."""
         saved = self._stored_items()
         read = unique_item_call_ids(saved)
-        new = unsaved_items(inputs, saved, read)
+        new = unsaved_items(inputs, saved, read, self._last_read)
         ids, others = left_out_items(inputs, saved, read)
+        need = self._tokens(new) if new else 0
+        if new and REPLY_PRIMING_TOKENS + need > budget:
+            raise BudgetTooSmall(budget, REPLY_PRIMING_TOKENS + need, priming=REPLY_PRIMING_TOKENS, latest=need)
         try:
-            ctx = self.memory.context(self.session_id, latest_user_text(inputs), budget, timezone=self.timezone)
+            # at least the priming's tokens: the check above leaves them
+            ctx = self.memory.context(self.session_id, latest_user_text(inputs), budget - need,
+                                      timezone=self.timezone)
         except ConversationNotFound:
             if saved:
                 raise
             return unique_item_call_ids(new)  # not stored yet: a streamed run's first call plans from its input alone
+        except BudgetTooSmall:
+            if not need:
+                raise  # the log's latest user message is this call's question: as a non-streamed run
+            return unique_item_call_ids(new)
         planned = [m for m in ctx.messages if m.get("call_id") not in ids and m not in others]
         return unique_item_call_ids([*to_responses(planned), *new])
