@@ -13,7 +13,11 @@ one command per line on stdin with one JSON line on stdout:
 - `call`: one call that names a conversation ("bystander"'s history, in another
   namespace, which no erasure of the tests takes), then {"held": [...]}.
 - `append`: one append to "bystander", then {"held": [...]}.
-- `wait S`: nothing for S seconds (the indexer's thread runs), then {"held": [...]}.
+- `wait S`: no call for up to S seconds (the indexer's thread runs), until this process
+  acted on an erasure it had not at the end of the previous command (its erasure mark,
+  `Memory._erasure_mark`, moved: it is set once the copies are dropped), then
+  {"held": [...]}. Read as an attribute, every WAIT_POLL_S: no call of the Memory, which
+  would read the erasures itself. Where nothing acts on them, the whole S.
 
 `held` lists a description of every object reachable in the process that holds the
 marker (a str or bytes-like containing it): what a heap dump would show. Its walk
@@ -58,6 +62,7 @@ from typing import Any
 NS = "acme/alice"
 BYSTANDER_NS = "beta"
 QUESTION = "What was the vault code I told you in the other session?"
+WAIT_POLL_S = 0.05  # `wait`'s look at the erasure mark
 
 
 # how many links of the path that reached a hit its description names
@@ -289,6 +294,7 @@ def main() -> None:
     embedder.embed(["warm-up"])  # loaded: supersession and the vectors' memo run as in a warm server
     mem = Memory(Config(data_dir=data, **extra), embedder=embedder)
     print(json.dumps({"ready": True}), flush=True)
+    mark = mem._erasure_mark  # where the previous command left it
     for line in sys.stdin:
         cmd = line.split()
         if cmd[0] == "warm":
@@ -298,8 +304,13 @@ def main() -> None:
         elif cmd[0] == "append":
             mem.append("bystander", {"role": "user", "content": "Still nothing."}, namespace=BYSTANDER_NS)
         elif cmd[0] == "wait":
-            time.sleep(float(cmd[1]))
-        print(json.dumps({"held": held(marker)}), flush=True)
+            # the idle indexer's look (every INDEXER_WAKE_S) acted on the erasure, or S passed
+            until = time.monotonic() + float(cmd[1])
+            while mem._erasure_mark == mark and time.monotonic() < until:
+                time.sleep(WAIT_POLL_S)
+        found = held(marker)
+        mark = mem._erasure_mark  # before the answer: the test erases only after it
+        print(json.dumps({"held": found}), flush=True)
     mem.close()
 
 
