@@ -84,10 +84,20 @@ type a base64 source cannot have (the API takes JPEG, PNG, GIF and WebP) becomes
 
 A kept block goes back as given where the stored message is sent as it is (restored
 with `memory`: "Restoring metadata"); else its text part does (no memory, or a row the
-planner trimmed). A `server_tool_use` and its result go together: in each assistant turn
-a server call without a result block naming it, or a result without its call, is left
-out, except a call in the request's last message (a reply that stopped with
-`pause_turn`, sent back for the API to go on).
+planner trimmed). The budget holds for what is sent: the plan counted the block's words
+(its text part), and a block sent whole costs `kept_block_tokens` (its JSON counted as
+text with the memory's counter, less its payloads, which cost as `tiers.formats` counts
+what is not text: an `encrypted_content` or a base64 source's data one token per 4
+decoded bytes, a document read by URL or file id the flat REFERENCE_TOKENS). Where the
+context's tokens with each kept block whole would pass the plan's budget, the oldest
+go as their words instead (a server call with its results), until it fits: a web
+search result of five 4 KB pages counted at 100 tokens costs about 3,990 sent whole. A
+PDF given as data is no kept block: its `file` part is counted as sent.
+
+A `server_tool_use` and its result go together: in each assistant turn a server call
+without a result block naming it, or a result without its call, is left out, except a
+call in the request's last message (a reply that stopped with `pause_turn`, sent back
+for the API to go on).
 
 Pairing: every `tool_use` is answered by a `tool_result` in the next user message. The
 planner keeps a call and its results in one unit (`tiers.formats.call_ids`), so a
@@ -182,6 +192,8 @@ from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint, Context
 from tiermem.tiers.errors import ValidationError, field_error, shown
 from tiermem.tiers.formats import (
     CALL_ID_MAX_CHARS,
+    FILE_BYTES_PER_TOKEN,
+    REFERENCE_TOKENS,
     TOOL_NAME_MAX_CHARS,
     SentCallIds,
     call_ids,
@@ -192,6 +204,7 @@ from tiermem.tiers.formats import (
 )
 from tiermem.tiers.models import check_int, check_keys
 from tiermem.tiers.plain_json import NESTED_TOO_DEEP, check_int_digits, plain_deep, unencodable
+from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
 
 THINKING_KEY = "anthropic_thinking"
 EXTRA_KEY = "anthropic_extra"
@@ -244,6 +257,18 @@ WORD_KEYS = frozenset({"title", "url", "source", "text", "context", "stdout", "s
 # which it wants beside `file_data`): the block's title with the suffix, else this
 PDF_FILENAME = "document.pdf"
 PDF_SUFFIX = ".pdf"
+# What a kept block sent whole costs (`kept_block_tokens`, the rule of `tiers.formats`
+# for what is not text): these strings are payload, counted by their decoded bytes at
+# FILE_BYTES_PER_TOKEN (as a reasoning item's `encrypted_content` and an inline file are):
+# a search result's encrypted page, a base64 source's data
+PAYLOAD_KEYS = frozenset({"encrypted_content"})
+# a document the API reads by reference (a URL, a file id) costs REFERENCE_TOKENS, the
+# flat guess for a file given only by id or URL
+REFERENCE_SOURCES = frozenset({"url", "file"})
+# Tokens the plan may have counted less for a kept block's words than their count alone:
+# the words are one part of the message's text, joined to the next by a newline, which the
+# tokenizer can merge with a punctuation mark ending them
+WORDS_JOIN_TOKENS = 1
 PARAM_FIELDS = frozenset({"role", "content"})  # a MessageParam's; a reply (type "message") has more
 EPHEMERAL = {"type": "ephemeral"}
 # The opening user message of a context whose first message is the assistant's (the
@@ -720,10 +745,13 @@ def _without_cache_control(value: Any) -> Any:
     return value
 
 
-def _restore(blocks: list[dict[str, Any]], meta: dict[str, Any], *, exact: bool) -> list[dict[str, Any]]:
+def _restore(blocks: list[dict[str, Any]], meta: dict[str, Any], *, exact: bool,
+             kept: dict[int, tuple[dict[str, Any], str]] | None = None) -> list[dict[str, Any]]:
     """Put back what from_anthropic kept in metadata (see the module docstring): the
     order, then the thinking blocks, then the extras, whose indexes count the thinking
-    blocks (a field put on the block at its index before they are would land on another)."""
+    blocks (a field put on the block at its index before they are would land on another).
+    `kept`, where given, gets each kept block put back, by its id, with the words it
+    replaced (what the plan counted: `_fit_kept`)."""
     if exact:
         order = meta.get(ORDER_KEY)
         if isinstance(order, str) and len(order) == len(blocks):
@@ -742,7 +770,10 @@ def _restore(blocks: list[dict[str, Any]], meta: dict[str, Any], *, exact: bool)
             if (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int)
                     and 0 <= entry[0] < len(blocks) and blocks[entry[0]]["type"] == "text"
                     and isinstance(entry[1], dict) and isinstance(entry[1].get("type"), str)):
+                words = blocks[entry[0]]["text"]
                 blocks[entry[0]] = _without_cache_control(copy.deepcopy(entry[1]))
+                if kept is not None:
+                    kept[id(blocks[entry[0]])] = (blocks[entry[0]], words)
         for entry in meta.get(EXTRA_KEY) or ():
             if (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int)
                     and 0 <= entry[0] < len(blocks) and isinstance(entry[1], dict)):
@@ -858,9 +889,11 @@ def item_extras(body: dict[str, Any], metadata: dict[str, Any], item: dict[str, 
     return [[next(i for i, b in enumerate(alone) if b is one), extra]]
 
 
-def _blocks_of(chat: dict[str, Any], stored: _Stored) -> tuple[str, list[dict[str, Any]]]:
+def _blocks_of(chat: dict[str, Any], stored: _Stored,
+               kept: dict[int, tuple[dict[str, Any], str]]) -> tuple[str, list[dict[str, Any]]]:
     """One chat message (wire form) as (role, Anthropic blocks); role "system" for a
-    system or developer message, "" for nothing to send."""
+    system or developer message, "" for nothing to send; `kept` gets the kept blocks put
+    back (`_restore`)."""
     role = chat.get("role")
     rid = result_id(chat)
     rows = stored.get(_match_key(chat, chat))
@@ -871,15 +904,15 @@ def _blocks_of(chat: dict[str, Any], stored: _Stored) -> tuple[str, list[dict[st
         text = message_text(chat)
         return "system", [{"type": "text", "text": text}] if text else []
     if role == "user":
-        return "user", _restore(_content_blocks(chat.get("content")), meta, exact=exact)
+        return "user", _restore(_content_blocks(chat.get("content")), meta, exact=exact, kept=kept)
     if role == "assistant":
-        return "assistant", _restore([b for b, _owner in _assistant_blocks(chat)], meta, exact=exact)
+        return "assistant", _restore([b for b, _owner in _assistant_blocks(chat)], meta, exact=exact, kept=kept)
     if rid is not None:  # tool, function
         content = chat.get("content")
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": rid}
-        kept = meta.get(CONTENT_KEY)
-        if exact and isinstance(kept, list):
-            result["content"] = _without_cache_control(copy.deepcopy(kept))
+        content_kept = meta.get(CONTENT_KEY)
+        if exact and isinstance(content_kept, list):
+            result["content"] = _without_cache_control(copy.deepcopy(content_kept))
         elif isinstance(content, list):  # the API refuses an empty text block here as at the top level
             result["content"] = [b for b in _content_blocks(content) if _sendable(b)] or ""
         else:
@@ -961,6 +994,76 @@ def _current_loop_thinking(turns: list[list[Any]]) -> list[list[Any]]:
     return out
 
 
+def kept_block_tokens(counter: TokenCounter, block: dict[str, Any]) -> int:
+    """What a kept block costs sent whole, by the rule of `tiers.formats` for what is not
+    text: its JSON as sent (compact, no `cache_control`) counted as text with `counter`,
+    less its payloads, which cost their decoded bytes at FILE_BYTES_PER_TOKEN each (the
+    strings under PAYLOAD_KEYS, a base64 source's `data`), and REFERENCE_TOKENS for each
+    document the API reads by reference (REFERENCE_SOURCES)."""
+    payload = 0
+    root = copy.deepcopy(_without_cache_control(block))  # every container new: stripped in place
+    stack: list[Any] = [root]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(value)
+            continue
+        if not isinstance(value, dict):
+            continue
+        data_is_payload = value.get("type") == "base64"
+        for k, v in value.items():
+            if isinstance(v, str) and (k in PAYLOAD_KEYS or (k == "data" and data_is_payload)):
+                payload += -(-(len(v) * 3 // 4) // FILE_BYTES_PER_TOKEN)  # decoded bytes, as tiers.formats
+                value[k] = ""
+            else:
+                stack.append(v)
+        source = value.get("source")
+        if value.get("type") == DOCUMENT and isinstance(source, dict) and source.get("type") in REFERENCE_SOURCES:
+            payload += REFERENCE_TOKENS
+    return counter.count(json.dumps(root, ensure_ascii=False, separators=(",", ":"))) + payload
+
+
+def _counter(memory: MemoryLike | None) -> TokenCounter:
+    """The token counter of the memory the context came from (a `Memory`'s, a namespaced
+    view's), else one of the default tokenizer (a `Client`: its server's is not known
+    here; the counts of the two differ by a few percent)."""
+    for m in (memory, getattr(memory, "memory", None)):
+        tokens = getattr(m, "tokens", None)
+        if tokens is not None and callable(getattr(tokens, "count", None)):
+            return tokens
+    return BpeTokenCounter()
+
+
+def _fit_kept(turns: list[list[Any]], kept: dict[int, tuple[dict[str, Any], str]], counter: TokenCounter,
+              ctx: Context) -> None:
+    """Keep the request within the plan's budget, in place: the plan counted each kept
+    block as its words (the text part it is stored as), and a block sent whole costs
+    `kept_block_tokens`. Where the context's tokens with each kept block sent whole pass
+    the budget, kept blocks are sent as their words instead, the oldest first, a server
+    call and its results together (the API's pairing), until it fits; the latest turns'
+    blocks (a paused call the API goes on with) go back whole the longest."""
+    units: dict[tuple[Any, ...], list[tuple[dict[str, Any], str, int]]] = {}
+    for t, (role, blocks) in enumerate(turns):
+        for b in blocks:
+            entry = kept.get(id(b))
+            if entry is None or entry[0] is not b:
+                continue
+            words = entry[1]
+            extra = max(0, kept_block_tokens(counter, b) - max(0, counter.count(words) - WORDS_JOIN_TOKENS))
+            server = b["type"] == SERVER_TOOL_USE or b["type"] in SERVER_RESULT_TYPES
+            call = b.get("id") if b["type"] == SERVER_TOOL_USE else b.get("tool_use_id")
+            key = (t, "server", call) if role == "assistant" and server else (t, "block", id(b))
+            units.setdefault(key, []).append((b, words, extra))
+    total = ctx.tokens + sum(extra for unit in units.values() for _b, _w, extra in unit)
+    for unit in units.values():  # in request order: the oldest first
+        if total <= ctx.plan.budget:
+            break
+        for b, words, extra in unit:
+            b.clear()  # in place: the breakpoints know the block by its identity
+            b.update({"type": "text", "text": words})
+            total -= extra
+
+
 def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
                  max_breakpoints: int = MAX_BREAKPOINTS, thinking: str = "current_loop") -> AnthropicRequest:
     """A context as a Messages API request (module docstring, "Out"); `memory`, the one
@@ -971,13 +1074,14 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
     check_int(max_breakpoints, "max_breakpoints", 0, MAX_BREAKPOINTS,
               "(Anthropic's limit on cache_control marks in a request)")
     stored = _stored(ctx, check_memory(memory) if memory is not None else None)
+    kept: dict[int, tuple[dict[str, Any], str]] = {}  # the kept blocks put back, with their words
     system: list[dict[str, Any]] = []
     turns: list[list[Any]] = []
     last_block: list[dict[str, Any] | None] = []  # per context message: the last markable block so far
     mark: dict[str, Any] | None = None
     for m in ctx.messages:
         for chat in to_chat([m]):
-            role, blocks = _blocks_of(chat, stored)
+            role, blocks = _blocks_of(chat, stored, kept)
             blocks = [b for b in blocks if _sendable(b)]
             if not blocks:
                 continue
@@ -998,6 +1102,8 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
     for role, blocks in turns:
         if role == "assistant":  # merged from several messages: its thinking first, in order
             blocks.sort(key=lambda b: b["type"] not in THINKING_TYPES)
+    if kept:
+        _fit_kept(turns, kept, _counter(memory), ctx)
     if not turns or turns[0][0] == "assistant":  # the API refuses any other opening, and no message at all
         turns.insert(0, ["user", [{"type": "text", "text": CONTINUED_TEXT}]])
     trimmed: dict[str, Any] | None = None
