@@ -67,6 +67,19 @@ not so one outdated by a correction or retraction decided while the summarizer r
 pin version or hidden positions moved since the refresh read its sources): that view
 is left to the next sweep, which finds it outdated and refreshes it first.
 
+Values that come back: a popped correction makes current again what it superseded
+(`_restored`), which a view built before the pop lacks. The rolling view is behind the
+retraction row and gets those turns at its refresh. A session view whose session ended
+before the pop (the correction and its retraction in later sessions) has no turn after
+its end and cites no popped line, so neither coverage nor `outdated_views` picked it:
+its summary never got the old value back. `restorable_views` picks a view lacking such a
+turn (cited by none of its lines) or such a statement of a cited turn: the sweep's check
+of a conversation whose hidden positions moved (`_stale_outdated`, at OUTDATED_SEVERITY,
+checked again after a failed refresh), `refresh_all` (each covering session view) and
+`refresh` itself (`_covering`). A view whose latest version this maintainer built with
+those turns given to its summarizer, which left them out (its budget), is not picked
+again (`_restore_given`, at most RESTORES_KEPT views; another process may pick it once).
+
 A summarizer failure never raises: the error is recorded (`WarmStore.record_error`),
 the previous version stays current and is returned. The view is then held back from
 the sweeps (`stale_views`, so every process's scheduler) for a backoff that grows with
@@ -110,6 +123,12 @@ PID 1 does: the holder records its process's start time) is taken over at once r
 than waited out. (Containers that share a host name but not a pid namespace may see a
 live holder as dead: the cost is one duplicate refresh, which `put_summary` stores only
 if it differs.)
+
+A sweep counts as its own refresh (Swept.NEW_VERSION: the scheduler's `refreshed_total`
+and `last_refreshed`, the `consolidate --watch` line, `tiermem consolidate`'s count) only a
+version that refresh stored itself (`stored`, from `WarmStore.put_stored`): one another
+process stored after the sweep picked the view (found covering, or its lease held) is
+that process's refresh. Summed over processes, the counts are the versions stored.
 
 Every refresh computes within its conversation's memo scope (`tiers.memo`), whoever
 asked for it (a sweep, the scheduler's thread): what it remembers of a conversation's
@@ -187,6 +206,11 @@ OUTDATED_SEVERITY = math.inf
 # alone (no correction, no retraction) costs the check two index seeks: at ~100 bytes an
 # entry, ~1 MB; a conversation past it is checked once more when it is next appended to
 CHECKED_CONVERSATIONS_KEPT = 10_000
+# views whose latest version a refresh built with the turns a popped correction made
+# current again given to its summarizer (`ViewMaintainer.restorable_views`), remembered
+# so that one the summarizer left out for the budget is not picked by every sweep: at
+# ~200 bytes an entry, ~2 MB; one past it costs at most one more refresh
+RESTORES_KEPT = 10_000
 # the error recorded for a refresh that left such a line (`ViewMaintainer._settle`)
 STILL_OUTDATED_ERROR = "refreshed, yet a line shown as current is still superseded or retracted"
 
@@ -253,8 +277,8 @@ def failed_view_backoff_s(failures: int, retry_after_s: float | None = None) -> 
 class Swept(enum.Enum):
     """How a sweep's refresh of one view ended (`ViewMaintainer.sweep_refresh`)."""
 
-    NEW_VERSION = "new_version"  # the view got a version later than the one it had
-    UNCHANGED = "unchanged"  # already current, or another holds its lease
+    NEW_VERSION = "new_version"  # this refresh stored a new version of the view (not another process)
+    UNCHANGED = "unchanged"  # already current, another holds its lease, or another stored it meanwhile
     # its summarizer failed: the failure recorded and backed off, the previous version kept
     # (`ViewMaintainer.take_failure` says why). A failure, not "unchanged": a one-shot
     # sweep (`tiermem consolidate`, `Memory.consolidate()`) reported such a run complete
@@ -337,6 +361,10 @@ class ViewMaintainer:
         # conversation -> (its created_at, supersession version, hidden positions) at the sweep's
         # last check for outdated lines (`_stale_outdated`), least recently checked first
         self._checked: OrderedDict[str, tuple[float, int, frozenset[int]]] = OrderedDict()
+        # view -> (the version a refresh stored, the positions its summarizer was given) for
+        # the refreshes given restored turns (`restorable_views`), least recent first
+        self._restore_given: OrderedDict[ViewKey, tuple[int, frozenset[int]]] = OrderedDict()
+        self._given_lock = threading.Lock()
         self.failures = 0
         # the summarizer failure the thread's latest refresh recorded (`take_failure`)
         self._recorded = threading.local()
@@ -501,6 +529,7 @@ class ViewMaintainer:
         refresh runs (at its next chunk, or at the write)."""
         check_view_key(kind, key)
         self._recorded.failure = None  # a failure is this refresh's only (`take_failure`)
+        self._recorded.stored = False  # and so is a version stored (`stored`)
         # the summarizer's token counts and parses are remembered for this conversation
         # only (tiers.memo), whoever asks: a sweep and the scheduler's thread set no scope
         with remembered_for(memo_scope(self.cold.db_uuid, conversation_id)):
@@ -557,16 +586,34 @@ class ViewMaintainer:
         kept) ends as Swept.FAILED, its cause for `take_failure`. Anything else
         `refresh` raises is the caller's to handle."""
         try:
-            before = self.warm.latest(conversation_id, kind, key)
-            after = self.refresh(conversation_id, kind, key)
+            self.refresh(conversation_id, kind, key)
         except ConversationNotFound:
             log.debug("refresh of %s/%s stopped: the conversation was erased", conversation_id, kind)
             return Swept.ERASED
         if getattr(self._recorded, "failure", None) is not None:
+            # checked again by the next sweep, for a view picked for what a retraction
+            # made current again (`restorable_views`) as for an outdated one
+            with self._scan_lock:
+                self._checked.pop(conversation_id, None)
             return Swept.FAILED  # the caller takes the cause (`take_failure`)
-        if after is not None and (before is None or after.version > before.version):
-            return Swept.NEW_VERSION
-        return Swept.UNCHANGED
+        # this refresh's own write only: a version another process stored while this one
+        # waited (its lease, or found covering after that one's write) is that one's
+        # refresh, and counted there (two workers' refreshed_total summed 1,279 for 1,166
+        # versions stored)
+        return Swept.NEW_VERSION if self.stored() else Swept.UNCHANGED
+
+    def stored(self) -> bool:
+        """Whether this thread's latest refresh stored a new version itself
+        (`WarmStore.put_stored`): not when it found the view current, another process
+        holding its lease or having stored it meanwhile, or its summarizer failed."""
+        return bool(getattr(self._recorded, "stored", False))
+
+    def _put(self, view: SummaryView, *, fold: bool = False) -> SummaryView:
+        """`WarmStore.put`, noting for `stored` whether this refresh stored the version."""
+        out, stored = self.warm.put_stored(view, fold=fold)
+        if stored:
+            self._recorded.stored = True
+        return out
 
     def take_failure(self) -> Exception | None:
         """The summarizer failure that this thread's latest refresh recorded (then it
@@ -591,9 +638,17 @@ class ViewMaintainer:
                 return None
         elif prev.end_position < self.cold.last_position(conversation_id):
             return None
-        # covering, but built before a correction or a retraction of what it cites: the
-        # refresh re-reads its sources (module docstring, "Outdated lines")
-        return None if self.outdated_views(conversation_id, [prev]) else prev
+        # covering, but built before a correction or a retraction of what it cites, or
+        # lacking what a retraction made current again: the refresh re-reads its sources
+        # (module docstring, "Outdated lines")
+        return None if self._stale_lines(conversation_id, prev) else prev
+
+    def _stale_lines(self, conversation_id: str, view: SummaryView) -> bool:
+        """Whether `view`, covering its range, still needs its sources again: a line shown
+        as current was corrected or retracted since (`outdated_views`), or a value a
+        popped correction made current again is missing (`restorable_views`)."""
+        return bool(self.outdated_views(conversation_id, [view])
+                    or self.restorable_views(conversation_id, [view]))
 
     def _summarize_or_record(self, conversation_id: str, kind: str, key: str,
                              fn: Callable[[], list[Sentence]]
@@ -723,18 +778,21 @@ class ViewMaintainer:
         end = self._coverage_end(conv, last, now)
         start_new = prev.end_position + 1 if prev is not None and not full else 0
         if end < start_new or end < 0:
-            if prev is None or full or not self.outdated_views(conv, [prev]):
+            if prev is None or full or not self._stale_lines(conv, prev):
                 return prev
             end = prev.end_position  # outdated: its sources again, over the same range
-        carried = [] if full else [*self.warm.turn_rows(conv, self._cited(prev)), *self._restored(conv, prev)]
+        restored = [] if full else self._restored(conv, prev)
+        carried = [] if full else [*self.warm.turn_rows(conv, self._cited(prev)), *restored]
         new = self.cold.turns(conv, start=start_new, end=end) if end >= start_new else []
         sentences, before = self._summarize_or_record(
             conv, "rolling", "", lambda: self._incremental(conv, carried, new, lease))
         if sentences is None:
             return prev
         view = SummaryView(conv, "rolling", "", 0, 0, end, tuple(sentences), 0, self.summarizer.name, now)
-        return self._settle(conv, "rolling", "", self.warm.put(view, fold=self.fold and bool(sentences)), before,
-                            marks)
+        stored = self._put(view, fold=self.fold and bool(sentences))
+        if restored:
+            self._given(conv, stored, carried)
+        return self._settle(conv, "rolling", "", stored, before, marks)
 
     def _refresh_constraints(self, conv: str, full: bool, marks: _LogMarks) -> SummaryView | None:
         """Incremental: the previous version's sources (their labels and supersession
@@ -762,7 +820,7 @@ class ViewMaintainer:
             return prev
         view = SummaryView(conv, "constraints", "", 0, 0, end, tuple(sentences), 0,
                            CONSTRAINTS_SUMMARIZER, now)
-        return self._settle(conv, "constraints", "", self.warm.put(view), before, marks)
+        return self._settle(conv, "constraints", "", self._put(view), before, marks)
 
     def _refresh_session(self, conv: str, session_id: str, full: bool, lease: _Lease,
                          marks: _LogMarks) -> SummaryView | None:
@@ -772,11 +830,12 @@ class ViewMaintainer:
         end = self._coverage_end(conv, last, now)
         after = prev.end_position if prev is not None and not full else -1
         new = self.warm.session_turns(conv, session_id, after, end)
-        if not new and (prev is None or full or not self.outdated_views(conv, [prev])):
+        if not new and (prev is None or full or not self._stale_lines(conv, prev)):
             return prev
-        # new turns, or none but a line of the view is outdated: its sources again
-        carried = [] if full else [*self.warm.turn_rows(conv, self._cited(prev)),
-                                   *self._restored(conv, prev, session_id)]
+        # new turns, or none but a line of the view is outdated or a value a retraction
+        # made current again is missing: its sources again
+        restored = [] if full else self._restored(conv, prev, session_id)
+        carried = [] if full else [*self.warm.turn_rows(conv, self._cited(prev)), *restored]
         sentences, before = self._summarize_or_record(
             conv, "session", session_id, lambda: self._incremental(conv, carried, new, lease))
         if sentences is None:
@@ -785,7 +844,10 @@ class ViewMaintainer:
         stop = new[-1].position if new else prev.end_position if prev is not None else start
         view = SummaryView(conv, "session", session_id, 0, start, stop, tuple(sentences), 0,
                            self.summarizer.name, now)
-        return self._settle(conv, "session", session_id, self.warm.put(view), before, marks)
+        stored = self._put(view)
+        if restored:
+            self._given(conv, stored, carried)
+        return self._settle(conv, "session", session_id, stored, before, marks)
 
     def _restored(self, conv: str, prev: SummaryView | None, session_id: str | None = None) -> list[TurnRow]:
         """The turns of `prev`'s range (of session `session_id` only, when given) that a
@@ -802,24 +864,129 @@ class ViewMaintainer:
         database: no index answers "superseded by") and of the statement rows, then the
         rows of those turns. A turn still superseded past the popped one (a chain
         A -> B -> C with B popped reads A -> C) is not restored."""
+        return self._restorations(conv, prev, session_id)[0]
+
+    def _restorations(self, conv: str, prev: SummaryView | None, session_id: str | None = None,
+                      controls: list[tuple[int, dict[str, object]]] | None = None
+                      ) -> tuple[list[TurnRow], list[StatementRow]]:
+        """`_restored`'s turns, and the statements of them current again (each turn holding
+        one is among the turns); `controls`: the conversation's control rows, when read."""
         if prev is None:
-            return []
-        controls = self.cold.control_rows([conv]).get(conv, [])
+            return [], []
+        if controls is None:
+            controls = self.cold.control_rows([conv]).get(conv, [])
         popped = hidden_positions([(p, b) for p, b in controls if p > prev.end_position])[0]
         if not popped:
-            return []
+            return [], []
         start, stop = prev.start_position, prev.end_position
         whole = set(self.cold.turns_superseded_by(conv, popped, start=start, end=stop))
         hidden = read_hidden(self.cold, conv, hidden_positions(controls)[0])
-        parts = {st.position for st in self.cold.superseded_statements(conv)
-                 if st.superseded_by in popped and start <= st.position <= stop
-                 and hidden.by(st.superseded_by) is None}
+        statements = [st for st in self.cold.superseded_statements(conv)
+                      if st.superseded_by in popped and start <= st.position <= stop
+                      and hidden.by(st.superseded_by) is None]
+        parts = {st.position for st in statements}
         if not whole and not parts:
-            return []
-        return [r for r in self.warm.turn_rows(conv, sorted(whole | parts))
+            return [], []
+        rows = [r for r in self.warm.turn_rows(conv, sorted(whole | parts))
                 if r.position not in hidden.positions
                 and (r.position in parts or hidden.row(r).superseded_by is None)
                 and (session_id is None or r.session_id == session_id)]
+        kept = {r.position for r in rows}
+        return rows, [st for st in statements if st.position in kept]
+
+    def restorable_views(self, conversation_id: str, views: Sequence[SummaryView]) -> set[tuple[str, str]]:
+        """(kind, key) of the rolling and session views among `views` that lack what a
+        popped correction made current again in their range (`_restored`): a turn none
+        of their lines cites, or a statement of a cited turn that no current line of it
+        holds. Coverage alone never refreshes such a view when the retraction is past
+        its session (a session view's end stays at its session's last turn, so the old
+        value never came back to a closed session's summary), and neither does
+        `outdated_views`, which looks for lines that must go, not values that must come
+        back.
+
+        A view whose current version this maintainer built from those very turns
+        (`_restore_given`: the summarizer was given them and left them out for the
+        budget) does not count, so the sweeps do not pick it again on every run. Costs
+        the control-row read; with a retraction, one read of what every popped correction
+        had superseded over the views' ranges (`ColdLog.turns_superseded_by`) and of the
+        statement rows; `_restored` runs only for a view with such a turn in its range
+        (and its session)."""
+        views = [v for v in views if v.kind in ("rolling", "session")]
+        if not views:
+            return set()
+        conv = conversation_id
+        controls = self.cold.control_rows([conv]).get(conv, [])
+        popped = hidden_positions(controls)[0]
+        if not popped:
+            return set()
+        lo, hi = min(v.start_position for v in views), max(v.end_position for v in views)
+        candidates = set(self.cold.turns_superseded_by(conv, popped, start=lo, end=hi))
+        candidates |= {st.position for st in self.cold.superseded_statements(conv)
+                       if st.superseded_by in popped and lo <= st.position <= hi}
+        if not candidates:
+            return set()
+        session_of = {r.position: r.session_id for r in self.warm.turn_rows(conv, sorted(candidates))}
+        out: set[tuple[str, str]] = set()
+        for v in views:
+            sid = v.key if v.kind == "session" else None
+            if not any(v.start_position <= p <= v.end_position and (sid is None or session_of.get(p) == sid)
+                       for p in candidates):
+                continue
+            rows, statements = self._restorations(conv, v, sid, controls)
+            if not rows:
+                continue
+            given = self._restore_given.get((conv, v.kind, v.key))
+            if given is not None and given[0] == v.version and {r.position for r in rows} <= given[1]:
+                continue
+            if self._lacks(conv, v, rows, statements):
+                out.add((v.kind, v.key))
+        return out
+
+    def _lacks(self, conv: str, view: SummaryView, rows: Sequence[TurnRow],
+               statements: Sequence[StatementRow]) -> bool:
+        """Whether `view` lacks one of the restored `rows` (cited by none of its lines) or
+        `statements` (held by no current line citing its turn: one found in the turn at
+        an overlapping offset, or one not found in it, an abstractive line, written
+        without the statement recorded as superseded, `Sentence.seen_superseded`)."""
+        cited = {p for s in view.sentences for p in s.positions}
+        if any(r.position not in cited for r in rows):
+            return True
+        if not statements:
+            return False
+        texts = {m.position: m.text for m in self.cold.get(conv, sorted({st.position for st in statements}))}
+        for st in statements:
+            source = texts.get(st.position)
+            if source is None:
+                continue
+            if not any(self._holds(s, source, st) for s in view.sentences):
+                return True
+        return False
+
+    @staticmethod
+    def _holds(s: Sentence, source: str, st: StatementRow) -> bool:
+        """Whether line `s` holds statement `st` of its turn (text `source`): found in it
+        at an overlapping offset, or not found (an abstractive line) and written when the
+        statement was not recorded as superseded (the summarizer got the turn with it)."""
+        if s.status != "current" or st.position not in s.positions:
+            return False
+        at = source.find(s.text)
+        if at < 0:
+            return (st.position, st.start) not in set(s.seen_superseded)
+        return at < st.end and at + len(s.text) > st.start
+
+    def _given(self, conv: str, stored: SummaryView | None, carried: Sequence[TurnRow]) -> SummaryView | None:
+        """Remember that `stored` was built with the restored turns among `carried` given
+        to the summarizer (`restorable_views`), bounded; returns `stored`."""
+        if stored is None:
+            return None
+        key = (conv, stored.kind, stored.key)
+        positions = frozenset(r.position for r in carried)
+        with self._given_lock:
+            self._restore_given[key] = (stored.version, positions)
+            self._restore_given.move_to_end(key)
+            while len(self._restore_given) > RESTORES_KEPT:
+                self._restore_given.popitem(last=False)
+        return stored
 
     @staticmethod
     def _cited(view: SummaryView | None) -> list[int]:
@@ -930,9 +1097,12 @@ class ViewMaintainer:
             after = page[-1][0]
         current = {v.key: v for v in self.warm.sessions(conversation_id)}
         # and a session whose view shows as current a line corrected or retracted since
-        # (perhaps in another session): one check of every session's cited turns
-        outdated = self.outdated_views(conversation_id, [v for sid, v in current.items()
-                                                         if sid in last and last[sid] <= v.end_position])
+        # (perhaps in another session), or lacks a value a retraction made current again
+        # (a correction in a later session popped): one check of every session's cited
+        # turns, and one read of what popped corrections had superseded
+        covering = [v for sid, v in current.items() if sid in last and last[sid] <= v.end_position]
+        outdated = (self.outdated_views(conversation_id, covering)
+                    | self.restorable_views(conversation_id, covering))
         for sid in sorted(last):
             v = current.get(sid)
             if v is None or last[sid] > v.end_position or ("session", sid) in outdated:
@@ -1036,7 +1206,12 @@ class ViewMaintainer:
             self._checked.move_to_end(conv)
             return set()
         views = [v for kind in ("rolling", "constraints") if (v := self.warm.latest(conv, kind)) is not None]
-        outdated = self.outdated_views(conv, views + self.warm.sessions(conv), hidden=hidden)
+        views += self.warm.sessions(conv)
+        # and the views lacking a value a retraction made current again (a popped
+        # correction's targets): the retraction moved the hidden positions, so this check
+        # runs; a closed session's view is past no append and cites no popped line, so
+        # nothing else would pick it
+        outdated = self.outdated_views(conv, views, hidden=hidden) | self.restorable_views(conv, views)
         if outdated:
             self._checked.pop(conv, None)  # checked again at the next sweep, after their refresh
         else:

@@ -537,6 +537,12 @@ class WarmStore:
 
         If the current version already covers more of the log than `view`, nothing is
         written and the current version is returned."""
+        return self.put_stored(view, fold=fold)[0]
+
+    def put_stored(self, view: SummaryView, *, fold: bool = False) -> tuple[SummaryView, bool]:
+        """`put`, and whether this call stored the version it returns (False: the
+        current version, another writer's perhaps, returned as it was): what a sweep
+        counts as its own refresh (consolidation.views `sweep_refresh`)."""
         check_view_key(view.kind, view.key)
         if view.start_position < 0 or view.end_position < view.start_position:
             raise ValidationError(
@@ -576,10 +582,10 @@ class WarmStore:
             # the cache may lag the store (a cache write that failed, Redis back from older
             # data): the very version again is the moment to raise it (a no-op if it is there)
             self._cache_set(current)
-            return current
+            return current, False
         stored = replace(view, version=version, tokens=tokens)
         self._cache_set(stored)
-        return stored
+        return stored, True
 
     def record_error(self, conversation_id: str, kind: str, key: str, error: str) -> None:
         """Record a failed refresh; the previous version stays current. Keeps the
