@@ -86,8 +86,10 @@ Matching, in order of strength:
    ("Never mind the movie tonight." after "Get two tickets at the Odeon for tonight.",
    `SHOW_NOUNS`, `ADMISSION_NOUNS`). A request told to be needed no more ("No need to
    remind me about mum.", `_NO_NEED`) takes back the latest recent request of that verb
-   that names the same thing, by a word or another name of it (`_not_needed`; "No need to
-   thank me." names no request); a plan of the user's own told with its
+   that its object names as a whole, by its words or its head noun's other name (`_not_needed`;
+   "No need to thank me." names no request; "mum's number", "the rent increase" name
+   another thing than "call mum", "pay the rent"; "twice", "again", "so often" complain
+   of the reminding); a plan of the user's own told with its
    day ("Let's plan a picnic on Sunday.", `_own_plan`) is called off as a request is. A meal
    is told by its hour (`MEAL_HOURS`: "the lunch" is no sushi for 8pm, "the dinner" no
    "table for lunch"), on every path that takes a turn back for a noun (the kind check,
@@ -1711,11 +1713,29 @@ _NO_NEED = re.compile(
 )
 # the words of a no-need act that name nobody's thing: its person, its "about", its end
 _NO_NEED_EMPTY = frozenset(("me", "us", "it", "that", "this", "them", "him", "her", "anymore", "any", "more",
-                            "about", "of", "for", "with", "again", "now", "today", "please", "either", "after",
-                            "all"))
+                            "about", "of", "for", "with", "now", "today", "please", "either", "after", "all"))
+# an act told how often it is done ("No need to remind me twice about mum, once is
+# enough.", "... again", "... so often"): a complaint about the reminding, which goes on,
+# not a request called off; it takes nothing back
+_NO_NEED_FREQUENCY = re.compile(
+    r"\b(?:twice|again|so often|that often|as often|so much|so many times|all the time|every (?:single )?time"
+    r"|each time|constantly|repeatedly|over and over|more than once|(?:\d+|three|four|five|several|many|multiple)"
+    r" times)\b")
+_NO_NEED_ONCE = re.compile(r"\bonce (?:is|was)(?: quite)? enough\b")  # said after it: "..., once is enough."
+# where the act's object ends and a clause of its own begins ("about mum because she
+# called", "call mum she called me"): what follows tells why, not what is called off
+_NO_NEED_CLAUSE = re.compile(
+    r"\b(?:because|since|as|cos|'cause|now that|i|i'm|i've|i'll|i'd|we|we're|we've|we'll|she|she's|he|he's|"
+    r"they|they're|it's)\b")
 # the verbs whose infinitive a request sets its own act to ("Remind me to call mum", "Ask
 # Jo to book the table"): "No need to call mum." names the reminder as well
 _INFINITIVE = re.compile(r"\bto ([a-z]+)\b")
+
+
+def _verb_forms(stems: Mapping[str, float]) -> set[str]:
+    """`stems` and the stems of their -ing and -ed forms, where `_stem` cuts those
+    otherwise ("calling" -> "cal", of "call")."""
+    return {f for w in stems for f in (w, _stem(w + "ing"), _stem(w + "ed"))}
 
 
 def _not_needed(text: str, m: re.Match[str], candidates: Sequence[Candidate], speaker: str | None,
@@ -1723,15 +1743,22 @@ def _not_needed(text: str, m: re.Match[str], candidates: Sequence[Candidate], sp
     """What a request told to be needed no more (`_NO_NEED`, its match `m`) takes back:
     the latest of the user's last ``ELLIPSIS_REACH`` turns that is a request (a plan's
     labels) whose verb, or the act it sets ("Remind me to call mum" -> "call"), is the no-
-    need act's verb, and that names what the act names: a content word shared, or another
-    name of it (`KindCheck.synonym_in`: "mum" for "mother", by meaning). An act that names
-    nothing but a person ("No need to remind me.") takes only a request of that very verb;
-    "No need to thank me." takes nothing where no request asked to thank. Only where the
-    candidates end with the user's previous turn (`latest`), as for `_just_said`."""
-    if not latest:
+    need act's verb, and that the act's object names as a whole: each of its content words
+    is the request's ("the rent" of "pay the rent on the 1st"), or its head noun alone is
+    another name of a word of it (`KindCheck.synonym_in`: "mum" for "mother", by meaning).
+    A thing of the request's thing is another thing ("mum's number", "mum's birthday" for
+    "call mum"; "the rent increase" for "pay the rent"): it takes nothing back. An act that
+    names nothing but a person ("No need to remind me.") takes only a request of that very
+    verb; "No need to thank me." takes nothing where no request asked to thank. An act told
+    how often (`_NO_NEED_FREQUENCY`: "twice", "again", "so often"; "once is enough") is a
+    complaint about the reminding and takes nothing. Only where the candidates end with the
+    user's previous turn (`latest`), as for `_just_said`."""
+    if not latest or _NO_NEED_FREQUENCY.search(m.group("obj")) or _NO_NEED_ONCE.search(m.string):
         return []
     verb = _stem(m.group("verb"))
-    obj = " ".join(w for w in re.findall(r"[a-z][\w'-]*", m.group("obj")) if w not in _NO_NEED_EMPTY)
+    clause = _NO_NEED_CLAUSE.search(m.group("obj"))
+    said = m.group("obj")[:clause.start()] if clause is not None else m.group("obj")
+    obj = " ".join(w for w in re.findall(r"[a-z][\w'-]*", said) if w not in _NO_NEED_EMPTY)
     words = _content(obj)
     for c in reversed(candidates[-ELLIPSIS_REACH:]):
         if c.intent not in _PLAN_INTENTS or not voices_may_revise(text, speaker, c.text, c.speaker):
@@ -1741,11 +1768,18 @@ def _not_needed(text: str, m: re.Match[str], candidates: Sequence[Candidate], sp
             continue
         if not words:
             return [(c.position, f"retraction: no need to '{m.group('verb')}', the latest such request")]
-        shared, score = _shared(obj, words, rest, _content(rest))
-        if score >= 1.0:
+        theirs = _content(rest)
+        shared, score = _shared(obj, words, rest, theirs)
+        # words of the object the request lacks, in any form ("calling" of "call")
+        other = [w for w in words if w not in _verb_forms(theirs)]
+        if not other and score >= 1.0:
             return [(c.position, f"retraction: no need to '{m.group('verb')}', shared " + ",".join(shared[:3]))]
-        same = kind_of.synonym_in(obj, rest) if kind_of is not None else None
-        if same is not None:
+        # only the head noun may be another word ("my mother" / "mum"), never a word the
+        # object shares already ("the rent increase" is no other name of the rent)
+        if other != [_stem(obj.rsplit(None, 1)[-1])] or kind_of is None:
+            continue
+        same = kind_of.synonym_in(obj, rest)
+        if same is not None and _stem(same) not in shared:
             return [(c.position, f"retraction: no need to '{m.group('verb')}' '{obj}' -> '{same}', the same thing")]
     return []
 

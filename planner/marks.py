@@ -20,8 +20,13 @@ Invariants:
   superseded turns its tail shows; within an epoch an extension appends a mark only for
   a turn superseded since (the correction is new), with this call's retrieved turns,
   after the kept prefix: a correction costs no cache miss, and an earlier call's mark
-  stays in the prefix, never sent twice. A rewind that drops the block holding a mark
-  marks the turn again in this call's block.
+  stays in the prefix, never sent twice. A turn shown raw and by an earlier mark alone
+  that is superseded further since (its other statement, or whole) is such a turn: a
+  new mark holds what is new (`for_segments`, the supersessions a mark's reason names),
+  no new epoch. A rewind that drops the block holding a mark marks the turn again in
+  this call's block.
+- A marked line carries one label: a turn superseded in part and then whole keeps each
+  statement's label, and the whole's goes only on the lines without one.
 - A mark ranks above every retrieved turn for the room (`MARK_SCORE`: the packing drops
   retrieved turns and a new epoch's reserve leaves them out first), and is no retrieved
   turn for an epoch's decisions (`without`: the query's needs and their ranking are the
@@ -32,7 +37,9 @@ Invariants:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -43,6 +50,7 @@ from tiermem.planner.render import HEADING_SHARE_TOKENS
 if TYPE_CHECKING:
     from tiermem.planner.candidates import Candidates
     from tiermem.planner.pack import Packing
+    from tiermem.planner.plan import PlanItem
     from tiermem.tiers.models import TurnRow
     from tiermem.tiers.zones import Zone
 
@@ -51,6 +59,10 @@ if TYPE_CHECKING:
 # (planner.epoch_policy.lowest) take retrieved turns before a mark.
 MARK_SCORE = 100.0
 REASON = "the tail shows it as it was said: marked here, not as a current value"
+LABEL = " · SUPERSEDED, not current: "  # a superseded line's label, before its validity
+# the supersessions a mark's reason names (`marks`: a whole turn's "superseded by #6 (...",
+# each statement's "... superseded by #2 (...", planner.statements)
+_BY = re.compile(r"superseded by #(\d+)")
 
 
 @dataclass
@@ -78,10 +90,13 @@ def superseded(cands: Candidates, conv: str, positions: Iterable[int], known: Se
     return out
 
 
-def marks(cands: Candidates, conv: str, rows: Mapping[int, TurnRow], zone: Zone) -> list[Mark]:
+def marks(cands: Candidates, conv: str, rows: Mapping[int, TurnRow], zone: Zone,
+          said: Mapping[int, AbstractSet[str]] | None = None) -> list[Mark]:
     """The marks of `rows` (superseded turns, `superseded`), in log order: each one's
     line as a retrieved superseded turn's (its session heading, its validity interval on
-    `zone`'s clock), of a turn superseded in part its superseded statements' lines."""
+    `zone`'s clock), of a turn superseded in part its superseded statements' lines;
+    `said`: by position, lines an earlier mark of the turn holds in the context, not sent
+    again."""
     if not rows:
         return []
     whole = [r for r in rows.values() if r.superseded_by is not None]
@@ -91,13 +106,18 @@ def marks(cands: Candidates, conv: str, rows: Mapping[int, TurnRow], zone: Zone)
         r = rows[m.position]
         line, trimmed = cands.render.line(m, dated=False, zone=zone)
         if r.superseded_by is not None:
-            line = line.replace("] ", f" · SUPERSEDED, not current: {intervals[m.position][1]}] ", 1)
+            # one label a line: a statement superseded before the whole turn was is marked
+            # on its line already (planner.render), the rest of the turn takes the whole's
+            line = "\n".join(ln if LABEL in ln else ln.replace("] ", f"{LABEL}{intervals[m.position][1]}] ", 1)
+                              for ln in line.split("\n"))
             why = f"superseded by #{r.superseded_by} ({intervals[m.position][0]}): {REASON}"
         else:
             parts = cands.statements.parts(conv, m.position)
             # what still holds is the tail's to show: the mark holds the superseded lines
-            line = "\n".join(ln for ln in line.split("\n") if " · SUPERSEDED, not current: " in ln)
+            line = "\n".join(ln for ln in line.split("\n") if LABEL in ln)
             why = f"{cands.statements.reason(m.position, parts, m.created_at, zone)}: {REASON}"
+        if said and m.position in said:
+            line = "\n".join(ln for ln in line.split("\n") if ln not in said[m.position])
         if not line:
             continue
         out.append(Mark("retrieved", conv, m.position, MARK_SCORE, why, line,
@@ -133,12 +153,41 @@ def for_segments(cands: Candidates, conv: str, segments: Sequence[Segment], new:
     """The marks an extension appends: of the superseded turns `segments` (the context
     kept, with what arrived since) show raw, and `new` (positions arriving now), those
     no line of `segments` shows (a retrieved or pinned line is marked, or the epoch had
-    ended: planner.build `_extend`; an earlier call's mark is such a line)."""
+    ended: planner.build `_extend`), nor an earlier call's mark as they stand now: a turn
+    marked before is marked again, after it, for a supersession its marks do not name (a
+    second statement superseded, or the whole turn: the correction is new), never by a
+    new epoch."""
     raw = {p for g in segments if g.kind in RAW_KINDS for it in g.items if it.conversation_id == conv
            for p in it.positions} | set(new)
     lined = {p for g in segments if g.kind not in RAW_KINDS for it in g.items if it.conversation_id == conv
-             and it.fidelity in ("verbatim", "trimmed") for p in it.positions}
-    return marks(cands, conv, superseded(cands, conv, raw - lined, known), zone)
+             and it.fidelity in ("verbatim", "trimmed") and not is_mark(it) for p in it.positions}
+    named: dict[int, set[int]] = {}  # position -> the superseders its marks name
+    said: dict[int, set[str]] = {}  # position -> the labelled lines of the blocks its marks are in
+    for g in segments:
+        for it in g.items:
+            if g.kind not in RAW_KINDS and it.conversation_id == conv and is_mark(it):
+                text = g.message.get("content")
+                for p in it.positions:
+                    named.setdefault(p, set()).update(int(b) for b in _BY.findall(it.reason))
+                    if isinstance(text, str):
+                        said.setdefault(p, set()).update(ln for ln in text.split("\n") if LABEL in ln)
+    gone = superseded(cands, conv, raw - lined, known)
+    # a statement an earlier mark labelled is not labelled again: the new mark holds what is new
+    return marks(cands, conv, {p: r for p, r in gone.items() if not _by(cands, conv, r) <= named.get(p, set())},
+                 zone, said)
+
+
+def is_mark(item: PlanItem) -> bool:
+    """Whether a plan item is a mark (`marks`: its reason ends with `REASON`)."""
+    return item.reason.endswith(REASON)
+
+
+def _by(cands: Candidates, conv: str, r: TurnRow) -> set[int]:
+    """What supersedes `r` now (read past popped turns, `superseded`): the turn that
+    superseded it whole (its mark labels every line), else each superseded statement's."""
+    if r.superseded_by is not None:
+        return {r.superseded_by}
+    return {x.by for x in cands.statements.parts(conv, r.position)}
 
 
 def without(chosen: dict[str, list[Candidate]]) -> dict[str, list[Candidate]]:
