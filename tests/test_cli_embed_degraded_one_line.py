@@ -6,11 +6,13 @@ long-lived process does once; but each CLI run is a new process, so every `tierm
 search` or `context` printed the traceback, with the default runtime (`auto`) a warning
 that it was "using sentence-transformers" (which failed too), and for `search` the note
 besides. Now a run without --debug prints one line, `note: keyword (BM25) ranking only,
-... (FileNotFoundError: embedding model directory ... does not exist)`.
+... (EmbeddingModelUnreadable: embedding model ... cannot be loaded (...))`.
 
 Real processes (`python -m tiermem.cli`), since a run's logging is set up per process
 (under pytest's own log handlers, click's runner would see none of it); a real copy of
-the bundled model under tmp_path, removed; real SQLite; `context` starts the embedded
+the bundled model under tmp_path, its weights then cut off (a directory gone at a run's
+start is refused by the config, naming `embedding_model`:
+test_config_embedding_model_refused.py); real SQLite; `context` starts the embedded
 Redis, stopped after.
 """
 
@@ -44,7 +46,7 @@ def _tiermem(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str
 
 @pytest.fixture
 def lost(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path]]:
-    """The CLI's environment on a data dir holding TURNS, its model copy then removed."""
+    """The CLI's environment on a data dir holding TURNS, its model copy's weights then cut off."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
     model = tmp_path / "model"
     shutil.copytree(bundled_model_path(), model)
@@ -55,7 +57,8 @@ def lost(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path]]:
     with Memory(Config(data_dir=tmp_path / "data", embedding_model=model, embedding_cache_dir=cache), hot=False,
                 background_indexing=False) as mem:
         mem.append_many("c1", TURNS)
-    model.rename(tmp_path / "away")  # a deleted cache, an unmounted volume
+    weights = model / "model.safetensors"
+    os.truncate(weights, weights.stat().st_size // 2)  # a copy that stopped mid-file: the load fails
     yield env, model
     EmbeddedRedis(tmp_path / "data").stop()  # a no-op unless a command started it
 
@@ -71,7 +74,7 @@ def test_a_run_says_the_degradation_in_one_line(lost: tuple[dict[str, str], Path
     (line,) = r.stderr.splitlines()
     assert line.startswith(NOTE)
     # the reason in full: the CLI's user is the operator, on the machine that holds the model
-    assert line.endswith(f"(FileNotFoundError: embedding model directory {model} does not exist)")
+    assert f"(EmbeddingModelUnreadable: embedding model {model} cannot be loaded (" in line and line.endswith("))")
     assert "Lisbon" in r.stdout
 
 

@@ -7,8 +7,9 @@ scripts) and `--json` gives each hit the search's `degraded` (null otherwise: th
 stays a list of hits). The note gives the reason in full (the error's message names the
 model's path: the CLI's user is the operator), the JSON the error's type only, as the
 library's `degraded` (test_cli_embed_degraded_one_line: the one line of a real process).
-A real copy of the bundled model under tmp_path, removed; the real CLI through click's
-runner; real SQLite.
+A real copy of the bundled model under tmp_path, its weights then cut off (a directory
+gone at a CLI run's start is refused by the config, naming `embedding_model`:
+test_config_embedding_model_refused.py); the real CLI through click's runner; real SQLite.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ TURNS = [{"role": "user", "content": "My flight to Lisbon leaves at 9:40 from ga
          {"role": "user", "content": "The tomatoes need water."}]
 QUERY = "flight to Lisbon"
 NOTE = "keyword (BM25) ranking only"
+UNREADABLE = "EmbeddingModelUnreadable"  # the load's error for weights it cannot parse
+WEIGHTS = "model.safetensors"
+
+
+def cut_off(model: Path) -> None:
+    os.truncate(model / WEIGHTS, (model / WEIGHTS).stat().st_size // 2)
 
 
 @pytest.fixture
@@ -66,18 +73,18 @@ def test_search_says_when_it_ranked_by_keywords_only(tmp_path: Path, model: Path
     if as_json:
         assert json.loads(healthy.stdout)[0]["degraded"] is None
 
-    model.rename(model.with_name("away"))  # a deleted cache, an unmounted volume
+    cut_off(model)  # a copy that stopped mid-file: the directory is there, the load fails
     r = _cli(tmp_path, "search", QUERY, "-c", "c1", *extra)
     assert r.exit_code == 0, r.output
     # before: nothing said anywhere
     note = [line for line in r.stderr.splitlines() if NOTE in line]
-    assert len(note) == 1 and note[0].endswith(f"(FileNotFoundError: embedding model directory {model} does not exist)")
+    assert len(note) == 1 and f"({UNREADABLE}: embedding model {model} cannot be loaded (" in note[0]
     if as_json:
         hits = json.loads(r.stdout)
         assert hits[0]["position"] == 0 and hits[0]["ranks"] == {"bm25": 1}
         # the library's `degraded`: the error's type only, the note's words before its reason
         (degraded,) = {h["degraded"] for h in hits}
-        assert degraded.endswith("(FileNotFoundError)") and str(model) not in r.stdout
-        assert note[0].startswith("note: " + degraded.removesuffix("(FileNotFoundError)"))
+        assert degraded.endswith(f"({UNREADABLE})") and str(model) not in r.stdout
+        assert note[0].startswith("note: " + degraded.removesuffix(f"({UNREADABLE})"))
     else:
         assert "Lisbon" in r.stdout and NOTE not in r.stdout  # what a script reads stays the hits

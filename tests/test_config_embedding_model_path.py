@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from tiermem.cli import CliState, cli
+from tiermem.tiers.embed import bundled_model_path
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("clean_env")
 @pytest.mark.parametrize(("env", "named", "says"), [
     ({"TIERMEM_EMBEDDING_MODEL": ""}, "embedding_model", "empty"),             # an unset shell variable
     ({"TIERMEM_EMBEDDING__MODEL": "  "}, "embedding.model", "empty"),           # blanks, in its section
-    ({"TIERMEM_EMBEDDING_MODEL": "/opt/models/minilm"}, None, None),           # a path: still taken
+    ({"TIERMEM_EMBEDDING_MODEL": str(bundled_model_path())}, None, None),      # a model's directory: still taken
 ])
 def test_an_empty_model_path_is_refused_naming_it(tmp_path: Path, env: dict[str, str], named: str | None,
                                                   says: str | None) -> None:

@@ -57,6 +57,10 @@ def test_a_file_path_is_read_against_the_file(layout: tuple[Path, Path], monkeyp
     f = conf / name
     f.write_text(text)
     expected = Path(want.format(conf=conf, cwd=cwd, home=os.environ["HOME"]))
+    if attr == "embedding_model":  # refused unless it has a model's files (only their names are read)
+        expected.mkdir(parents=True)
+        (expected / "config.json").write_text("{}")
+        (expected / "model.safetensors").write_bytes(b"\0" * 64)
     assert getattr(Config.load(f), attr) == expected
     # Config() reading the file env TIERMEM_CONFIG names agrees
     monkeypatch.setenv("TIERMEM_CONFIG", str(f))

@@ -44,6 +44,11 @@ def test_a_data_dir_under_home_in_a_file_keeps_the_log_there(tmp_path: Path, mon
 def test_each_path_setting_expands_the_home_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       setting: str, given: str) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
+    if setting == "embedding_model":  # refused unless it has a model's files (only their names are read)
+        model = tmp_path / given.removeprefix("~/")
+        model.mkdir(parents=True)
+        (model / "config.json").write_text("{}")
+        (model / "model.safetensors").write_bytes(b"\0" * 64)
     monkeypatch.setenv(f"TIERMEM_{setting.upper()}", given)
     kwargs = {} if setting == "data_dir" else {"data_dir": tmp_path / "d"}
     assert getattr(Config(**kwargs), setting) == tmp_path / given.removeprefix("~").lstrip("/")

@@ -96,9 +96,9 @@ def test_a_model_that_cannot_be_loaded_still_degrades(
         tmp_path: Path, damage: Callable[[Path], None], error: str) -> None:
     model = tmp_path / "model"
     shutil.copytree(bundled_model_path(), model)
-    damage(model)
     config = Config(data_dir=tmp_path / "data", embedding_model=model, embedding_runtime="onnx",
                     embedding_cache_dir=copy_export_cache(tmp_path))
+    damage(model)  # after the config's check: a directory gone at the start is refused there
     with Memory(config, hot=False, background_indexing=False) as mem:
         mem.append_many("c1", [{"role": "user", "content": FLIGHT}])
         ctx = mem.context("c1", query=QUERY)

@@ -11,6 +11,7 @@ never "does not exist".
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -34,9 +35,16 @@ def test_the_identity_of_an_unreadable_model_is_unknown(tmp_path: Path, model: s
 
 @pytest.mark.parametrize("runtime", ["auto", "torch"])
 def test_a_catch_up_with_a_missing_model_says_it_does_not_exist(tmp_path: Path, runtime: str) -> None:
+    # lost after the config was checked (a path that names nothing at the start is refused
+    # there: tests/test_config_embedding_model_refused.py); the files are the names the check
+    # looks for, never loaded
     missing = tmp_path / "no-such-model"
+    missing.mkdir()
+    (missing / "config.json").write_text("{}")
+    (missing / "model.safetensors").write_bytes(b"\0" * 64)
     config = Config(data_dir=tmp_path / "data", embedding_model=missing, embedding_runtime=runtime,
                     embedding_cache_dir=tmp_path / "cache")
+    shutil.rmtree(missing)
     with Memory(config, hot=False, background_indexing=False) as mem:
         mem.append("c1", {"role": "user", "content": "the flight leaves at nine"})
         with pytest.raises(FileNotFoundError, match=f"embedding model directory {missing} does not exist"):

@@ -70,6 +70,7 @@ from pydantic_settings import (
 )
 
 from tiermem import config_sections
+from tiermem.tiers.model_dir import model_directory_problem
 from tiermem.tiers.redis_url import REDACTED, parse_redis_url, redacted_url
 from tiermem.tiers.schema import DEFAULT_BUSY_TIMEOUT_MS
 from tiermem.tiers.turncache import DEFAULT_TURN_CACHE_MB
@@ -568,6 +569,13 @@ def _unread_share(query_class: str, key: str) -> str | None:
     return None
 
 
+# the most the stable layers' shares (layer_shares) may add up to: past it their caps exceed
+# the budget together. (At 1 the per-turn part still gets what the layers leave unused.)
+MAX_LAYER_SHARES_SUM = 1.0
+# float sums of shares written in tenths (0.1 + 0.2 + 0.7 = 1.0000000000000002) are 1
+SHARE_SUM_TOLERANCE = 1e-9
+
+
 class LayerShares(BaseModel):
     """Budget shares of the stable layers, the same for every query class (so the
     prefix they form does not move when the class does): the pinned block, the warm
@@ -585,6 +593,22 @@ class LayerShares(BaseModel):
     @classmethod
     def _no_boolean(cls, v: Any, info: ValidationInfo) -> Any:
         return no_boolean_number(cls, v, info)
+
+    @model_validator(mode="after")
+    def _fit_the_budget(self) -> LayerShares:
+        # each share was checked alone: pinned / summary / tail 1.0 each gave the stable
+        # layers caps of 3x the budget (6,000 tokens of a 2,000 budget), the first layers
+        # took all of it, and a recall turn (whose retrieved turns take the room the stable
+        # layers leave: planner.build) got none, silently. Checked after the merge, so a
+        # share set alone (`TIERMEM_LAYER_SHARES__TAIL=0.9`) counts the others' defaults.
+        total = self.pinned + self.summary + self.tail
+        if total > MAX_LAYER_SHARES_SUM + SHARE_SUM_TOLERANCE:
+            raise ValueError(
+                f"the stable layers' shares add up to {total:.4g} (pinned {self.pinned:g} + summary "
+                f"{self.summary:g} + tail {self.tail:g}); their sum must be at most {MAX_LAYER_SHARES_SUM:g}: "
+                "each is a share of the same budget, and a recall turn's retrieved turns get only the room "
+                "they leave")
+        return self
 
 
 class Pricing(BaseModel):
@@ -979,6 +1003,26 @@ class Config(BaseSettings):
             where = "is a file" if part == v else f"is below {str(part)!r}, which is a file"
             raise ValueError(f"must be a directory: {str(v)!r} {where}")
         return v
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _a_model_directory(cls, v: Path | None) -> Path | None:
+        # refused here, before anything is opened: a path that named no model (a typo,
+        # `TIERMEM_EMBEDDING_MODEL=/tmp`, a hub name read as a relative path) passed, the
+        # store was opened and written, and the first embedding failed: the process ranked
+        # by keywords only for its whole life (and /tmp had every file under it hashed as
+        # the model's identity). Only file names are looked at (`model_directory_problem`),
+        # no model is loaded; unset (the bundled package) is not looked at. A model lost or
+        # damaged after start still degrades to keyword ranking at its load.
+        if v is None:
+            return v
+        problem = model_directory_problem(v)
+        if problem is None:
+            return v
+        shown = repr(str(v)) if v.is_absolute() else f"{str(v)!r} (in the working directory {os.getcwd()!r})"
+        hint = (" (a model's name is neither looked up nor downloaded: give the directory its files are in, "
+                "or leave it unset for the bundled all-MiniLM-L6-v2)" if problem == "does not exist" else "")
+        raise ValueError(f"must be a local sentence-transformers model directory: {shown} {problem}{hint}")
 
     @field_validator("db_filename")
     @classmethod
