@@ -703,11 +703,13 @@ class _Calls:
 
     def context(self, conversation_id: object, query: str | None, budget: int, system: str | None,
                 namespace_recall: bool, truncate_latest: bool, format: str, thinking: str | None,
-                max_breakpoints: int | None, namespace: object | None, timezone: object | None = None
-                ) -> _Call[Context | AnthropicContext]:
+                max_breakpoints: int | None, namespace: object | None, timezone: object | None = None,
+                pending_tokens: int = 0) -> _Call[Context | AnthropicContext]:
         conv = self._conv(conversation_id)
         body: dict[str, Any] = {"budget": check_int(budget, "budget", 1, MAX_BUDGET_TOKENS, "tokens"),
                                 "namespace_recall": bool(namespace_recall), "truncate_latest": bool(truncate_latest)}
+        if check_int(pending_tokens, "pending_tokens", 0, MAX_BUDGET_TOKENS, "tokens"):
+            body["pending_tokens"] = pending_tokens  # sent only when set: a call without keeps its body
         if query is not None:
             body["query"] = _text(query, "query")
         if system is not None:
@@ -1150,27 +1152,30 @@ class Client(_Base):
     @overload
     def context(self, conversation_id: str, query: str | None = ..., budget: int = ..., *,
                 system: str | None = ..., namespace_recall: bool = ..., truncate_latest: bool = ...,
-                namespace: str | None = ..., format: Literal["openai"] = ..., timezone: str | None = ...
-                ) -> Context: ...
+                namespace: str | None = ..., format: Literal["openai"] = ..., timezone: str | None = ...,
+                pending_tokens: int = ...) -> Context: ...
 
     @overload
     def context(self, conversation_id: str, query: str | None = ..., budget: int = ..., *,
                 system: str | None = ..., namespace_recall: bool = ..., truncate_latest: bool = ...,
                 namespace: str | None = ..., format: Literal["anthropic"],
                 thinking: Literal["current_loop", "all"] | None = ...,
-                max_breakpoints: int | None = ..., timezone: str | None = ...) -> AnthropicContext: ...
+                max_breakpoints: int | None = ..., timezone: str | None = ...,
+                pending_tokens: int = ...) -> AnthropicContext: ...
 
     def context(self, conversation_id: str, query: str | None = None, budget: int = DEFAULT_BUDGET_TOKENS, *,
                 system: str | None = None, namespace_recall: bool = True, truncate_latest: bool = False,
                 namespace: str | None = None, format: Literal["openai", "anthropic"] = "openai",
                 thinking: Literal["current_loop", "all"] | None = None,
-                max_breakpoints: int | None = None, timezone: str | None = None) -> Context | AnthropicContext:
+                max_breakpoints: int | None = None, timezone: str | None = None,
+                pending_tokens: int = 0) -> Context | AnthropicContext:
         """The slice of the past to send with this turn (`Memory.context`): a `Context`,
         or with `format="anthropic"` an `AnthropicContext` (`system`, `messages`).
-        `timezone`: the user's IANA zone for this call (None: the server's `Config.timezone`)."""
+        `timezone`: the user's IANA zone for this call (None: the server's `Config.timezone`).
+        `pending_tokens`: as `Memory.context`'s."""
         return self._send(self._calls.context(conversation_id, query, budget, system, namespace_recall,
                                               truncate_latest, format, thinking, max_breakpoints, namespace,
-                                              timezone))
+                                              timezone, pending_tokens))
 
     def search(self, conversation_id: str | None, query: str, k: int | None = None, *,
                namespace: str | None = None) -> SearchHits:
@@ -1330,25 +1335,26 @@ class AsyncClient(_Base):
     @overload
     async def context(self, conversation_id: str, query: str | None = ..., budget: int = ..., *,
                       system: str | None = ..., namespace_recall: bool = ..., truncate_latest: bool = ...,
-                      namespace: str | None = ..., format: Literal["openai"] = ..., timezone: str | None = ...
-                ) -> Context: ...
+                      namespace: str | None = ..., format: Literal["openai"] = ..., timezone: str | None = ...,
+                      pending_tokens: int = ...) -> Context: ...
 
     @overload
     async def context(self, conversation_id: str, query: str | None = ..., budget: int = ..., *,
                       system: str | None = ..., namespace_recall: bool = ..., truncate_latest: bool = ...,
                       namespace: str | None = ..., format: Literal["anthropic"],
                       thinking: Literal["current_loop", "all"] | None = ...,
-                      max_breakpoints: int | None = ..., timezone: str | None = ...) -> AnthropicContext: ...
+                      max_breakpoints: int | None = ..., timezone: str | None = ...,
+                      pending_tokens: int = ...) -> AnthropicContext: ...
 
     async def context(self, conversation_id: str, query: str | None = None, budget: int = DEFAULT_BUDGET_TOKENS, *,
                       system: str | None = None, namespace_recall: bool = True, truncate_latest: bool = False,
                       namespace: str | None = None, format: Literal["openai", "anthropic"] = "openai",
                       thinking: Literal["current_loop", "all"] | None = None,
-                      max_breakpoints: int | None = None, timezone: str | None = None
-                      ) -> Context | AnthropicContext:
+                      max_breakpoints: int | None = None, timezone: str | None = None,
+                      pending_tokens: int = 0) -> Context | AnthropicContext:
         return await self._send(self._calls.context(conversation_id, query, budget, system, namespace_recall,
                                                     truncate_latest, format, thinking, max_breakpoints, namespace,
-                                                    timezone))
+                                                    timezone, pending_tokens))
 
     async def search(self, conversation_id: str | None, query: str, k: int | None = None, *,
                      namespace: str | None = None) -> SearchHits:

@@ -89,6 +89,7 @@ from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
 from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded, model_unavailable_errors, start_build
 from tiermem.tiers.errors import (
+    BudgetTooSmall,
     ConversationNotFound,
     EmbeddingModelConflict,
     EmbeddingUnavailable,
@@ -129,7 +130,7 @@ from tiermem.tiers.models import (
 from tiermem.tiers.recount import Recount
 from tiermem.tiers.statements import turn_states
 from tiermem.tiers.store import INDEX_POOL_BATCHES, ColdLog
-from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
+from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, BpeTokenCounter, TokenCounter
 from tiermem.tiers.turncache import PENDING_RECHECK_TURNS, TurnCache
 from tiermem.tiers.zones import Zone, optional_timezone
 
@@ -1614,6 +1615,7 @@ class Memory:
         truncate_latest: bool = False,
         record: bool = True,
         timezone: str | None = None,
+        pending_tokens: int = 0,
     ) -> Context:
         """The slice of the past to send with this turn: OpenAI-format messages, their
         exact token count (never above `budget`) and the plan that says why. `record=False`:
@@ -1621,12 +1623,21 @@ class Memory:
         lands in the plans table, so the agent's next call sees no difference. `timezone`:
         the user's IANA zone for this call (None: `Config.timezone`): the calendar of the
         days turns tell of and the query names, and the clock of the dates shown; a change
-        from the previous call's starts a new prompt-cache epoch."""
+        from the previous call's starts a new prompt-cache epoch. `pending_tokens`: what the
+        caller sends after the context, a message the log does not hold yet (a streamed
+        Agents run's question, saved after the model call): the context is planned under
+        `budget` less them, so the whole request stays within `budget`, while the epoch
+        stays keyed by `budget` (the next call, with that message in the log, extends it);
+        past the budget beside the reply priming: `BudgetTooSmall` (part latest)."""
         tz = optional_timezone(timezone) or self.config.timezone
         name, ns, conv = self._key(conversation_id, namespace)
         if query is not None:
             self._text(query, "query")
         check_int(budget, "budget", 1, MAX_BUDGET_TOKENS, "tokens")
+        check_int(pending_tokens, "pending_tokens", 0, MAX_BUDGET_TOKENS, "tokens")
+        if pending_tokens and REPLY_PRIMING_TOKENS + pending_tokens > budget:
+            raise BudgetTooSmall(budget, REPLY_PRIMING_TOKENS + pending_tokens, priming=REPLY_PRIMING_TOKENS,
+                                 latest=pending_tokens)
         if system is not None:
             self._text(system, "system")
         if query:
@@ -1637,7 +1648,7 @@ class Memory:
         # remembered for this conversation only (tiers.memo)
         with remembered_for(self._scope(conv)):
             ctx = self._context(conv, query, budget, ns=ns, system=system, namespace_recall=namespace_recall,
-                                truncate_latest=truncate_latest, record=record, tz=tz)
+                                truncate_latest=truncate_latest, record=record, tz=tz, pending_tokens=pending_tokens)
         _name_plan(ctx.plan, conv, name, self.cold)
         if self.config.store_plans and record:
             self.cold.store_plan(conv, ctx.plan.to_json())
@@ -1645,12 +1656,13 @@ class Memory:
         return ctx
 
     def _context(self, conv: str, query: str | None, budget: int, *, ns: str, system: str | None,
-                 namespace_recall: bool, truncate_latest: bool, record: bool, tz: str) -> Context:
+                 namespace_recall: bool, truncate_latest: bool, record: bool, tz: str,
+                 pending_tokens: int = 0) -> Context:
         """`context` for a conversation's key, once its arguments are checked."""
         # a refusal costs no turn table: the latest message alone past the budget is refused
         # before the first read of the conversation derives every turn's keywords and periods
         if not self.turns.holds(conv):
-            self.planner.refuse_unfit(conv, budget, system=system, truncate_latest=truncate_latest)
+            self.planner.refuse_unfit(conv, budget - pending_tokens, system=system, truncate_latest=truncate_latest)
         table = None
         failure: Exception | None = None
         cut = 0  # turns left without a vector by CONTEXT_EMBED_POOLS
@@ -1705,7 +1717,7 @@ class Memory:
                                      summaries=summaries,
                                      namespace_recall=namespace_recall and self.config.namespace_recall,
                                      truncate_latest=truncate_latest, table=table, record=record, timezone=tz,
-                                     started=t0, stages=stages)
+                                     started=t0, stages=stages, pending_tokens=pending_tokens)
         finally:
             self._caught_up(failure)
         if cut:
@@ -2143,10 +2155,11 @@ class NamespacedMemory:
 
     def context(self, conversation_id: str, query: str | None = None, budget: int = DEFAULT_BUDGET_TOKENS, *,
                 system: str | None = None, namespace_recall: bool = True, truncate_latest: bool = False,
-                record: bool = True, timezone: str | None = None) -> Context:
+                record: bool = True, timezone: str | None = None, pending_tokens: int = 0) -> Context:
         return self.memory.context(conversation_id, query, budget, system=system, namespace_recall=namespace_recall,
                                    truncate_latest=truncate_latest, namespace=self.namespace, record=record,
-                                   timezone=timezone if timezone is not None else self.timezone)
+                                   timezone=timezone if timezone is not None else self.timezone,
+                                   pending_tokens=pending_tokens)
 
     def consolidate(self, conversation_id: str) -> int:
         """Refresh one conversation's warm views now (the all-namespace sweep is the

@@ -82,7 +82,8 @@ class MemoryLike(Protocol):
                      limit: int | None = None) -> tuple[list[StoredMessage], int | None]: ...
 
     def context(self, conversation_id: str, query: str | None = None, budget: int = DEFAULT_BUDGET_TOKENS, *,
-                system: str | None = None, namespace_recall: bool = True, timezone: str | None = None) -> Context: ...
+                system: str | None = None, namespace_recall: bool = True, timezone: str | None = None,
+                pending_tokens: int = 0) -> Context: ...
 
 
 if TYPE_CHECKING:

@@ -51,8 +51,11 @@
   input alone (tests/test_agents_filter_streamed.py, both runners). Those items count
   against `budget` too: the context is planned under the budget less their tokens (the
   memory's tokenizer; over a `Client`, the larger count of the tokenizers a server may
-  use), so the whole input stays within it (docs/design.md invariant 5); where they
-  alone do not fit, `BudgetTooSmall` as a non-streamed run's oversized question raises,
+  use), so the whole input stays within it (docs/design.md invariant 5), given to the
+  planner as `pending_tokens`: the prompt-cache epoch stays keyed by `budget`, so
+  consecutive streamed turns extend one epoch as non-streamed turns do
+  (tests/test_agents_filter_streamed_epoch.py); where they alone do not fit,
+  `BudgetTooSmall` as a non-streamed run's oversized question raises,
   and where the room left cannot hold the log's latest user message they go alone
   (tests/test_agents_filter_streamed_budget.py). They are told by position: the input
   holds first the items `get_items` last returned, then those saved since, so a new
@@ -60,8 +63,10 @@
   does not (an input the SDK rebuilt), by content, as `unsaved_items` says. What the SDK's input
   leaves out of the log's items it holds from its first on (a handoff's `input_filter`,
   `handoff_filters.remove_all_tools`: the previous agent's calls, outputs and reasoning)
-  is left out of the plan too (`left_out_items`); older items, which a session limit
-  kept from the SDK, are still planned. `TiermemSession(...,
+  is left out of the plan too (`left_out_items`; where the input begins is found from its
+  end, so a question asked again under a session limit is matched to its own row, not
+  to the first one equal to it); older items, which a session limit kept from the SDK,
+  are still planned. `TiermemSession(...,
   timezone="America/Los_Angeles")` plans every context (`context_items`, the filter) in
   that user's zone, checked when the session is made (None: the memory's, or the
   namespaced view's, zone).
@@ -172,18 +177,48 @@ def _counters(memory: MemoryLike) -> list[TokenCounter]:
     return [BpeTokenCounter(name) for name in get_args(Config.model_fields["tokenizer"].annotation)]
 
 
+def _same(item: dict[str, Any], stored: dict[str, Any], renamed: dict[str, Any]) -> bool:
+    """Whether an input item is the view's item (`stored`, or `renamed` as `get_items`
+    returns it): a call or output by its type and call id (the SDK's own items of a run
+    are not byte for byte as stored), any other whole."""
+    if isinstance(stored.get("call_id"), str):
+        return item.get("type") == stored.get("type") and item.get("call_id") in (stored["call_id"],
+                                                                                   renamed.get("call_id"))
+    return item in (stored, renamed)
+
+
+def _input_start(held: list[dict[str, Any]], saved: list[dict[str, Any]],
+                 read: list[dict[str, Any]]) -> int | None:
+    """Where in the view the SDK's input begins: its items the log holds (`held`, the
+    input less its unsaved items) matched from the end, each to the latest view item
+    before the one its successor matched, an item the log does not hold (a summary
+    `nest_handoff_history` wrote) skipped. Anchored on the latest, a question asked again
+    matches its own row, not the first one equal to it (which would take every typed item
+    between the two, older than what a session limit let the SDK read, for left out);
+    Chat Completions items all carry one fake id, so whole items are matched, not ids.
+    None: the input holds none of the view."""
+    k, first = len(saved), None
+    for item in reversed(held):
+        for j in range(k - 1, -1, -1):
+            if _same(item, saved[j], read[j]):
+                k = first = j
+                break
+    return first
+
+
 def left_out_items(inputs: list[dict[str, Any]], saved: list[dict[str, Any]],
-                   read: list[dict[str, Any]]) -> tuple[set[str], list[dict[str, Any]]]:
+                   read: list[dict[str, Any]], unsaved: int = 0) -> tuple[set[str], list[dict[str, Any]]]:
     """What the SDK's model input leaves out of the log, for the filter to leave out too:
     a handoff's `input_filter` (`handoff_filters.remove_all_tools`) gives the receiving
     agent its input without the tool items, which the session saved all the same. Of the
-    view's items from the first one the input holds (`saved` as stored, `read` as
-    `get_items` renames them, as `unsaved_items`), the typed items other than messages
-    the input does not hold: a call or output by its call id (the id as stored; held when
-    an input item has it stored or renamed), any other by its whole item (in wire form,
-    as a context holds it); a reasoning item only with the item after it, which it
-    belongs to (a call sent without its reasoning is a 400). Older items (before what the
-    SDK read, under a session limit) are tiermem's to plan and stay; messages stay.
+    view's items from where the input begins (`_input_start`: the last `unsaved` items of
+    the input, not saved yet, aside; `saved` as stored, `read` as `get_items` renames
+    them, as `unsaved_items`), the typed items other than messages the input does not
+    hold: a call or output by its call id (the id as stored; held when an input item has
+    it stored or renamed), any other by its whole item (in wire form, as a context holds
+    it); a reasoning item only with the item after it, which it belongs to (a call sent
+    without its reasoning is a 400). Older items (before what the SDK read, under a
+    session limit) are tiermem's to plan and stay; messages stay.
     Returns (the call ids, the other items)."""
     ids_in = {i["call_id"] for i in inputs if isinstance(i.get("call_id"), str)}
     keys_in = {_key(i) for i in inputs}
@@ -193,15 +228,16 @@ def left_out_items(inputs: list[dict[str, Any]], saved: list[dict[str, Any]],
             return stored["call_id"] in ids_in or renamed.get("call_id") in ids_in
         return _key(stored) in keys_in or _key(renamed) in keys_in
 
-    found = [held(a, b) for a, b in zip(saved, read, strict=True)]
-    if True not in found:
+    start = _input_start(inputs[:len(inputs) - unsaved], saved, read)
+    if start is None:
         return set(), []
     ids: set[str] = set()
     others: list[dict[str, Any]] = []
     next_gone = False
-    for k in range(len(saved) - 1, found.index(True) - 1, -1):  # newest first: a reasoning item's next is known
+    for k in range(len(saved) - 1, start - 1, -1):  # newest first: a reasoning item's next is known
         item, kind = saved[k], saved[k].get("type")
-        gone = not found[k] and isinstance(kind, str) and kind != "message" and (kind != "reasoning" or next_gone)
+        gone = (isinstance(kind, str) and kind != "message" and (kind != "reasoning" or next_gone)
+                and not held(item, read[k]))
         if gone and isinstance(item.get("call_id"), str):
             ids.add(item["call_id"])
         elif gone:
@@ -291,13 +327,20 @@ class TiermemSession:
             self._token_counters = _counters(self.memory)
         return max(sum(message_tokens(c, i) for i in items) for c in self._token_counters)
 
+    def _context(self, query: str | None, budget: int, pending: int) -> Any:
+        """The planned context under `budget` less the `pending` tokens sent after it
+        (`pending_tokens`, a `Client`'s request too): the prompt-cache epoch stays keyed by
+        `budget`, so consecutive streamed turns, whose first call has them, extend one
+        epoch as non-streamed turns do."""
+        return self.memory.context(self.session_id, query, budget, timezone=self.timezone, pending_tokens=pending)
+
     def _filter_items(self, inputs: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
         """The planned context less what the SDK's input leaves out (`left_out_items`: a
         handoff's input filter), then the input's items not saved yet (`unsaved_items`: a
         streamed run's new input at its first model call), in order, as the SDK gave them;
         each call id sent once over the whole (`unique_item_call_ids`). The context is
         planned under `budget` less those items' tokens, so the whole stays within it
-        (docs/design.md invariant 5). Those items alone past it: `BudgetTooSmall`, as the
+        (docs/design.md invariant 5), its epoch keyed by `budget` (`_context`). Those items alone past it: `BudgetTooSmall`, as the
         plan of a non-streamed run raises for its latest user message (the filter does
         not truncate). A room left too small for the log's own latest user message (the
         previous question, in a streamed turn): those items alone, as a non-streamed
@@ -305,14 +348,12 @@ class TiermemSession:
         saved = self._stored_items()
         read = unique_item_call_ids(saved)
         new = unsaved_items(inputs, saved, read, self._last_read)
-        ids, others = left_out_items(inputs, saved, read)
+        ids, others = left_out_items(inputs, saved, read, len(new))
         need = self._tokens(new) if new else 0
         if new and REPLY_PRIMING_TOKENS + need > budget:
             raise BudgetTooSmall(budget, REPLY_PRIMING_TOKENS + need, priming=REPLY_PRIMING_TOKENS, latest=need)
         try:
-            # at least the priming's tokens: the check above leaves them
-            ctx = self.memory.context(self.session_id, latest_user_text(inputs), budget - need,
-                                      timezone=self.timezone)
+            ctx = self._context(latest_user_text(inputs), budget, need)
         except ConversationNotFound:
             if saved:
                 raise

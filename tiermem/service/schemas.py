@@ -161,6 +161,9 @@ class ContextIn(BaseModel):
         f"Anthropic's limit; less the marks your tools carry)"))
     # checked by Memory.context (tiers.zones.check_timezone): a 422 naming `timezone`
     timezone: str | None = Field(None, max_length=MAX_ZONE_NAME_CHARS, description=TIMEZONE_DOC)
+    pending_tokens: int = Field(0, ge=0, le=MAX_BUDGET_TOKENS, description=(
+        "tokens you send after the context, a message not stored yet (a streamed Agents run's question): the "
+        "context is planned under `budget` less them, while the prompt-cache epoch stays keyed by `budget`"))
 
 
 class ForkIn(BaseModel):

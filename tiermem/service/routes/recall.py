@@ -71,6 +71,7 @@ def context(conversation_id: ConvId, body: ContextIn, ns: Ns, runtime: RuntimeDe
         namespace=ns,
         truncate_latest=body.truncate_latest,
         timezone=body.timezone,
+        pending_tokens=body.pending_tokens,
     )
     for hook in runtime.plan_hooks:
         hook(ns, ctx.plan)
