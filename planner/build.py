@@ -304,6 +304,11 @@ class _Call:
     # the wall clock at the call, read once: the bound on how far ahead a message's stamp
     # may move the epoch clock (MAX_STAMP_AHEAD_S)
     wall: float = field(default_factory=time.time)
+    # tokens the caller sends after this context (a message the log does not hold yet: a
+    # streamed Agents run's question): `budget` is what they leave, the epoch is keyed by
+    # the budget given (budget + pending), so a call with one extends an epoch as the call
+    # whose latest message the log holds does (planner.epoch: a changed budget is a new one)
+    pending: int = 0
 
     @property
     def zone(self) -> Zone:
@@ -381,6 +386,7 @@ class Planner:
         timezone: str | None = None,
         started: float | None = None,
         stages: Mapping[str, float] | None = None,
+        pending_tokens: int = 0,
     ) -> Context:
         """`table`: the conversation's turn table when the caller just read it (in this
         call's zone: `TurnCache.get`). `record=False` (a what-if plan, e.g. the inspector's):
@@ -390,11 +396,17 @@ class Planner:
         the clock of the dates shown. `started` (a `time.perf_counter()`) and `stages`: when
         the caller's call began and the stages it ran before this one (cumulative ms since
         `started`, in order: Memory's turn table, inline catch-up, hot and warm reads), so
-        that `plan.timings_ms` times the whole call; without them, from this call's start."""
+        that `plan.timings_ms` times the whole call; without them, from this call's start.
+        `pending_tokens`: what the caller sends after the context (a message not in the log
+        yet, `Memory.context`): the context is planned under `budget` less them (the plan's
+        budget), its epoch keyed by `budget`."""
         t0 = started if started is not None else time.perf_counter()
         self.statements.begin()
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise ValidationError("budget", "must be a positive integer number of tokens")
+        if isinstance(pending_tokens, bool) or not isinstance(pending_tokens, int) or not 0 <= pending_tokens < budget:
+            raise ValidationError("pending_tokens", f"must be an integer within 0..{budget - 1} tokens (under the budget)")
+        budget -= pending_tokens
         tz_name = optional_timezone(timezone) or self.settings.timezone
         conv = conversation_id
         if table is None and not self.turns.holds(conv):  # a caller that read the table made it (Memory)
@@ -410,7 +422,7 @@ class Planner:
         timings = dict(stages or {})
         timings.setdefault("turns", turns_ms)
         call = _Call(conv, namespace, query, budget, system, hot, summaries, namespace_recall, table, plan, t0,
-                     timings, record, tz_name)
+                     timings, record, tz_name, pending=pending_tokens)
         fixed = self._fixed(call, truncate_latest)
         call.mark("fixed")
         pools, caps = self._candidates(call, fixed)
@@ -749,7 +761,7 @@ class Planner:
     def _epoch_key(call: _Call) -> EpochKey:
         """What must not change for a context to extend the previous one."""
         table = call.table
-        return EpochKey(call.budget, call.system or "",
+        return EpochKey(call.budget + call.pending, call.system or "",
                         (int(table.positions[0]), float(table.created[0])) if len(table) else None,
                         bool(call.namespace_recall), call.timezone)
 
