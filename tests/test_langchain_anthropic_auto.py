@@ -52,6 +52,11 @@ from tiermem.adapters.langgraph import TiermemHooks
 from tiermem.planner.render import HEADERS
 from tiermem.tiers.embed import Embedder
 
+# the session embedder with each distinct text's vector computed once for the session
+# (conftest.shared_vectors): every test prefills memories with the same notes, re-embedded
+# for each new store (~1 s a store); what is checked is the messages the adapters send
+pytestmark = pytest.mark.usefixtures("shared_vectors")
+
 THREAD = {"configurable": {"thread_id": CONVERSATION}}
 
 

@@ -49,6 +49,11 @@ from tiermem.errors import ValidationError
 from tiermem.planner.render import HEADERS
 from tiermem.tiers.embed import Embedder
 
+# the session embedder with each distinct text's vector computed once for the session
+# (conftest.shared_vectors): every test prefills memories with the same notes, re-embedded
+# for each new store (~1 s a store); what is checked is the messages the adapters send
+pytestmark = pytest.mark.usefixtures("shared_vectors")
+
 # small enough that most of the prefilled log is evicted and the notes come back retrieved
 BUDGET_TOKENS = 600
 MAX_TOKENS = 256  # the reply limit sent (the SDK refuses a non-streamed request it deems long)
