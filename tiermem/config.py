@@ -448,14 +448,35 @@ ROOM_CLASSES = ("recent_recall", "targeted_recall", "temporal", "summarize")
 LAYER_KEYS = ("pinned", "summary", "tail")  # per class no more: `layer_shares.<key>`
 
 
-class SliceShares(BaseModel):
+class _Nested(BaseModel):
+    """A table of Config's (`layer_shares`, `pricing`, a `slice_shares` class): a value
+    assigned after construction (`cfg.layer_shares.tail = 5`, a NaN price) meets the rules
+    of one given at construction, as Config's own settings do; before, it was taken as is
+    (the share sum check of 7143896 never ran on it). A refused assignment changes nothing."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_assignment=True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # validate_assignment checks the field, then the model's rules (the share sum) with
+        # the new value already set: a refusal by those would leave it (as in Config)
+        if name not in type(self).model_fields:
+            super().__setattr__(name, value)
+            return
+        before = self.__dict__.get(name)
+        try:
+            super().__setattr__(name, value)
+        except ValidationError:
+            self.__dict__[name] = before
+            raise
+
+
+class SliceShares(_Nested):
     """The per-turn part's share of one narrow query class (`SHARE_CLASSES`): its
     retrieved turns (clearly related ones only) take at most `retrieved` x the room left
     after the caller's system and latest messages, and never more than
     planner.build.NARROW_RETRIEVED_SHARE (0.1) of the budget, so only a share below about
     0.1 lowers the cap (the defaults, 0.25 and 0.4, leave it at 0.1 of the budget)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     retrieved: float = Field(0.4, ge=0, le=1)
 
     @field_validator("*", mode="before")
@@ -576,7 +597,7 @@ MAX_LAYER_SHARES_SUM = 1.0
 SHARE_SUM_TOLERANCE = 1e-9
 
 
-class LayerShares(BaseModel):
+class LayerShares(_Nested):
     """Budget shares of the stable layers, the same for every query class (so the
     prefix they form does not move when the class does): the pinned block, the warm
     summary, and the recent tail at the start of an epoch (it then grows by appends).
@@ -584,7 +605,6 @@ class LayerShares(BaseModel):
     turns take whatever the stable layers leave, a narrow class's at most its
     `slice_shares[...].retrieved` of it."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     pinned: float = Field(0.1, ge=0, le=1)
     summary: float = Field(0.1, ge=0, le=1)
     tail: float = Field(0.1, ge=0, le=1)
@@ -611,8 +631,7 @@ class LayerShares(BaseModel):
         return self
 
 
-class Pricing(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class Pricing(_Nested):
     input_per_mtok: float = Field(2.5, ge=0, le=MAX_PRICE_PER_MTOK_USD,
                                   description="USD per million uncached input tokens")
     cached_input_ratio: float = Field(0.1, ge=0, le=1, description="cached input price / input price")
