@@ -55,7 +55,7 @@ from tiermem.planner.excerpt import enabled as excerpt_enabled
 from tiermem.planner.plan import Plan, PlanItem
 from tiermem.planner.prior import length_prior
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, replies_apply, score_turns
-from tiermem.planner.render import HEADING_SHARE_TOKENS, LINE_SEP_TOKENS, Renderer, when
+from tiermem.planner.render import HEADING_SHARE_TOKENS, LINE_SEP_TOKENS, Renderer, label_superseded, when
 from tiermem.planner.rounds import more_rounds
 from tiermem.planner.speakers import speaker_boost
 from tiermem.planner.statements import Part, StatementView
@@ -405,7 +405,7 @@ class Candidates:
                 continue
             line, trimmed = self.render.line(m, zone=zone)
             if r.position in gone_by:
-                line = line.replace("] ", f" · SUPERSEDED, not current: {gone_by[r.position][1]}] ", 1)
+                line = label_superseded(line, gone_by[r.position][1])  # one label a line
             rendered.append((r, line, trimmed, self.render.line_tokens(line)))
         intervals = self.intervals(conv, superseded, zone)
         got = PinSet(version, room, tuple(rendered), tuple(superseded), zone,
@@ -681,10 +681,11 @@ class Candidates:
             if gone := self.statements.parts(key[0], key[1]):
                 why += "; " + self.statements.reason(key[1], gone, m.created_at, zone)
                 source = ""  # its superseded statements are marked line by line: shown whole
-            elif key in marks:
+            if key in marks:
                 # shown for the history it carries, never as a current value: with what
-                # was true when
-                line = line.replace("] ", f" · SUPERSEDED, not current: {marks[key]}] ", 1)
+                # was true when; superseded whole after in part, what its statements' labels
+                # leave (its current part) is labelled too, each line once
+                line = label_superseded(line, marks[key])
                 source = ""
             # another conversation is named by its id: its internal key would tell that the
             # id is (or was) used in another namespace (tiers.cold, incarnations)

@@ -84,6 +84,20 @@ def day(ts: float, zone: Zone = UTC) -> str:
     return shown_day(ts, zone) or "unknown date"  # None: a stored time no calendar can show
 
 
+SUPERSEDED_LABEL = " · SUPERSEDED, not current: "  # a superseded line's label, before its validity
+
+
+def label_superseded(line: str, valid: str) -> str:
+    """`line` (a turn's, `Renderer.line`) labelled as a turn superseded whole, valid
+    `valid`: each of its lines that carries no label yet. A turn superseded in part first
+    has its statements' lines labelled already (with their own validity), and the rest of
+    it (its current part) is first: labelling only the first line gave a turn whose
+    current part was empty two labels on one line, and leaving the lines alone left its
+    current part unlabelled, shown as current (planner.marks `marks` does the same)."""
+    return "\n".join(ln if SUPERSEDED_LABEL in ln else ln.replace("] ", f"{SUPERSEDED_LABEL}{valid}] ", 1)
+                     for ln in line.split("\n"))
+
+
 def header(s: str) -> str:
     """A block slice's first line."""
     return VERBOSE_RETRIEVED_HEADER if s == "retrieved" and not TERSE else HEADERS[s]
