@@ -1,7 +1,8 @@
 """The MCP endpoint's own refusals are JSON-RPC errors, as the guard's body refusals there
 are (tests/test_mcp_guard_jsonrpc.py): a namespace header outside the token's prefix
 (403) or malformed (422), the server still starting (503, Retry-After kept). The same
-status as before, `id` null (the endpoint refuses on headers, before reading the body),
+status as before, the request's `id` (read from the body once the headers decided the
+refusal; null only where it cannot be read: tests/test_mcp_refusal_request_id.py),
 the message naming the header and the rule, the service's error JSON in `data`: what a
 namespace route answers for the same header. And a body the guard refuses after parsing
 it (nested too deep for the route, a lone surrogate) carries the request's id back,
@@ -62,6 +63,7 @@ MAX_ID_CHARS = 64  # the config's max_id_chars: a namespace past it is served (m
 NS = "X-Tiermem-Namespace"
 ACCEPT = ("Accept", "application/json, text/event-stream")
 JSON = ("Content-Type", "application/json")
+PING_ID = 7
 PING = b'{"jsonrpc":"2.0","id":7,"method":"ping"}'
 CONV = "refused"
 
@@ -104,7 +106,8 @@ def test_namespace_refusals_are_jsonrpc_errors(served: tuple[str, Memory], path:
     got, headers, answer = raw_request(url, "POST", path, [_auth(token), ACCEPT, JSON, (NS, namespace)], PING)
     assert got == status, answer
     assert headers["content-type"] == "application/json"
-    assert set(answer) == {"jsonrpc", "id", "error"} and answer["jsonrpc"] == "2.0" and answer["id"] is None
+    assert set(answer) == {"jsonrpc", "id", "error"} and answer["jsonrpc"] == "2.0"
+    assert answer["id"] == PING_ID  # the request's (was null)
     assert answer["error"]["code"] == INVALID_REQUEST
     for word in named:
         assert word in answer["error"]["message"], (word, answer["error"]["message"])
@@ -229,7 +232,7 @@ def test_starting_is_a_jsonrpc_error_with_retry_after(starting: str, path: str) 
     got, headers, answer = raw_request(starting, "POST", path, [_auth(TOKEN_ACME), ACCEPT, JSON], PING)
     assert got == 503, answer
     assert headers["retry-after"] == str(STARTING_RETRY_AFTER_S)
-    assert set(answer) == {"jsonrpc", "id", "error"} and answer["id"] is None
+    assert set(answer) == {"jsonrpc", "id", "error"} and answer["id"] == PING_ID  # the request's (was null)
     assert answer["error"]["code"] == INTERNAL_ERROR
     message = answer["error"]["message"]
     assert "starting" in message and "Retry-After" in message and str(STARTING_RETRY_AFTER_S) in message, message

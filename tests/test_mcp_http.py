@@ -171,7 +171,7 @@ def test_namespace_header_outside_or_malformed(server: Server, token: str, names
     assert r.status_code == status
     # a JSON-RPC error (tests/test_mcp_endpoint_jsonrpc.py), the service's error JSON in data
     answer = r.json()
-    assert answer["id"] is None and "X-Tiermem-Namespace" in answer["error"]["message"]
+    assert answer["id"] == INITIALIZE["id"] and "X-Tiermem-Namespace" in answer["error"]["message"]
     if status == 403:
         assert answer["error"]["data"] == {"detail": f"namespace {namespace!r} is outside this token's scope"}
     else:

@@ -78,8 +78,8 @@ def test_after_the_lifespan_a_request_is_a_503_naming_the_shutdown(tmp_path: Pat
         assert r.status_code == 503, r.text
         assert r.headers["retry-after"] == str(STARTING_RETRY_AFTER_S)
         answer = r.json()
-        # a JSON-RPC error, id null (the body is not read for a refusal), the service's body in data
-        assert answer["jsonrpc"] == "2.0" and answer["id"] is None
+        # a JSON-RPC error with the request's id (read for the refusal), the service's body in data
+        assert answer["jsonrpc"] == "2.0" and answer["id"] == body["id"]
         assert answer["error"]["code"] == JSONRPC_INTERNAL_ERROR
         assert answer["error"]["data"] == {"detail": SHUTTING_DOWN}
         assert SHUTTING_DOWN in answer["error"]["message"]

@@ -25,11 +25,15 @@ Invariants:
   error JSON in `data`), as the `mcp` package's own transport and session manager answer
   a request they refuse: the guard's refusals of a body or its framing (400, 413, 415,
   422), and this endpoint's own: the namespace header outside the prefix (403) or
-  malformed (422), the server still starting or failed (503, with Retry-After). Their
-  `id` is null unless the guard had parsed the body and read a valid id from it
-  (`request_id_of`; such a refusal is invalid params, never a parse error, whose id
-  JSON-RPC 2.0 requires null); this endpoint refuses on headers alone and never reads the body
-  for a refusal (mounted without the guard, that body would be unbounded). Auth (401:
+  malformed (422), the server still starting, failed or stopping (503, with Retry-After),
+  a verb other than POST (405). Each carries the request's `id` where it can be read
+  (`request_id_of`), null only where it cannot (JSON-RPC 2.0): a guard's refusal of a
+  body it parsed is invalid params, never a parse error, whose id JSON-RPC 2.0 requires
+  null; this endpoint decides on headers, then reads the body for the id alone
+  (`_Body.request_id`): behind the guard it is the guard's buffered copy, mounted
+  without it the read is bounded by max_body_bytes and http_body_timeout_s (past
+  either, or not a JSON-RPC request: null). An MCP client matches an answer to its call
+  by id: one with id null left the `mcp` client's call unanswered. Auth (401:
   the guard's, and this endpoint's own for a direct mount) and Host/Origin (421, 403)
   refusals are plain HTTP, as the `mcp` package's own bearer-auth middleware (OAuth
   error JSON and WWW-Authenticate, which its client's auth flow reads) and host check
@@ -72,6 +76,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import json
 import logging
 from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
@@ -116,8 +121,6 @@ SHUTTING_DOWN = "the service is shutting down"  # as tiermem.service.runtime.SHU
 
 
 async def _send_json(send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    import json
-
     payload = json.dumps(body).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *(headers or [])]})
@@ -159,12 +162,60 @@ def request_id_of(doc: Any) -> str | int | None:
     return None
 
 
+class _Body:
+    """The request's body as the endpoint sees it: passed to the session manager through
+    `receive` (and kept as it passes, up to `limit` bytes), or read for a refusal's id
+    (`request_id`)."""
+
+    def __init__(self, receive: Receive, limit: int, timeout_s: float) -> None:
+        self._receive = receive
+        self.limit = limit  # bytes (max_body_bytes): past it the id is not read
+        self.timeout_s = timeout_s  # seconds (http_body_timeout_s) the read for an id may take
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.done = False  # the last chunk arrived, or the client went away, or past the limit
+
+    async def receive(self) -> MutableMapping[str, Any]:
+        message = await self._receive()
+        self._keep(message)
+        return message
+
+    def _keep(self, message: MutableMapping[str, Any]) -> None:
+        if self.done:
+            return
+        if message.get("type") != "http.request":  # http.disconnect: no more body
+            self.chunks, self.done = [], True
+            return
+        chunk = message.get("body", b"")
+        self.size += len(chunk)
+        if self.size > self.limit:
+            self.chunks, self.done = [], True
+            return
+        self.chunks.append(chunk)
+        self.done = not message.get("more_body", False)
+
+    async def request_id(self) -> str | int | None:
+        """The request's JSON-RPC id for a refusal, or None where it cannot be read: a body
+        past `limit` or `timeout_s`, cut off, not JSON, or no request with an id (behind
+        the service's guard the body was read and checked already: this reads its copy)."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                while not self.done:
+                    self._keep(await self._receive())
+        except TimeoutError:
+            return None
+        try:
+            return request_id_of(json.loads(b"".join(self.chunks)))
+        except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError is a ValueError)
+            return None
+
+
 async def _refuse(send: Send, status: int, code: int, body: dict[str, Any], message: str | None = None,
-                  headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    """Answer one of this endpoint's refusals as a JSON-RPC error (id null: the body is not
-    read for a refusal) carrying `body`, the service's error JSON, in `data`."""
+                  headers: list[tuple[bytes, bytes]] | None = None, request_id: str | int | None = None) -> None:
+    """Answer one of this endpoint's refusals as a JSON-RPC error carrying `body`, the
+    service's error JSON, in `data`, and the request's id (None where it was not read)."""
     text = message if message is not None else refusal_message(body["detail"])
-    await _send_json(send, status, jsonrpc_refusal(code, text, body), headers)
+    await _send_json(send, status, jsonrpc_refusal(code, text, body, request_id), headers)
 
 
 class McpEndpoint:
@@ -208,12 +259,14 @@ class McpEndpoint:
             # plain, as the guard's 401 and the mcp package's own bearer auth answer it
             await _send_json(send, 401, {"detail": "missing or invalid bearer token"}, [(b"www-authenticate", b"Bearer")])
             return
+        config = self.runtime.config
+        body = _Body(receive, config.max_body_bytes, config.http_body_timeout_s)
         if scope.get("method") != MCP_SERVED_METHOD:
             # the streamable-HTTP spec's answer of a server that offers no GET stream; the
             # mcp package's stateless mode opened one that never sent a byte and held the
             # connection (and a task of its task group) until the client went away
             await _refuse(send, 405, JSONRPC_INVALID_REQUEST, {"detail": NOT_SERVED},
-                          headers=[(b"allow", MCP_SERVED_METHOD.encode())])
+                          headers=[(b"allow", MCP_SERVED_METHOD.encode())], request_id=await body.request_id())
             return
         raw = headers.get(NAMESPACE_HEADER)
         ns = grant.default
@@ -228,19 +281,21 @@ class McpEndpoint:
 
                 # the item a namespace route answers for the same header, type included
                 await _refuse(send, 422, JSONRPC_INVALID_REQUEST,
-                              error_body(["header", NAMESPACE_FIELD], exc.problem, error_type(exc)))
+                              error_body(["header", NAMESPACE_FIELD], exc.problem, error_type(exc)),
+                              request_id=await body.request_id())
                 return
         if not grant.allows(ns):
             # only the header can name a namespace outside the prefix (the default is the prefix)
             detail = f"namespace {ns!r} is outside this token's scope"
             await _refuse(send, 403, JSONRPC_INVALID_REQUEST, {"detail": detail},
-                          f"header.{NAMESPACE_FIELD}: {detail} (a token acts on its namespace prefix and below)")
+                          f"header.{NAMESPACE_FIELD}: {detail} (a token acts on its namespace prefix and below)",
+                          request_id=await body.request_id())
             return
         if not self.ready.is_set() and not self.stop.is_set():
             await self._await_start()
         manager = self.manager
         if self.stop.is_set() or self.runtime.memory is None or manager is None:
-            await self._unavailable(send)
+            await self._unavailable(send, body)
             return
         scope[SCOPE_NAMESPACE] = ns
         started = False
@@ -251,13 +306,14 @@ class McpEndpoint:
             await send(message)
 
         try:
-            await manager.handle_request(scope, receive, tracked)
+            # the body kept as it passes: a 503 after the manager read it still has its id
+            await manager.handle_request(scope, body.receive, tracked)
         except RuntimeError:
             # the session manager stopped while the request reached it (its task group
             # gone: "Task group is not initialized"); any other RuntimeError is a bug
             if started or not self.stop.is_set():
                 raise
-            await self._unavailable(send)
+            await self._unavailable(send, body)
 
     async def _await_start(self) -> None:
         """Wait for the server's start-up, at most MCP_START_WAIT_S, and no longer than
@@ -269,7 +325,7 @@ class McpEndpoint:
             for w in waits:
                 w.cancel()
 
-    async def _unavailable(self, send: Send) -> None:
+    async def _unavailable(self, send: Send, body: _Body) -> None:
         """503, Retry-After: the server is starting, failed to start, or shutting down."""
         # not at import: the service imports this module
         from tiermem.service.runtime import STARTING_RETRY_AFTER_S
@@ -279,7 +335,7 @@ class McpEndpoint:
                   else "the service is starting")
         await _refuse(send, 503, JSONRPC_INTERNAL_ERROR, {"detail": detail},
                       f"{detail}; retry after {STARTING_RETRY_AFTER_S} s (Retry-After)",
-                      [(b"retry-after", str(STARTING_RETRY_AFTER_S).encode())])
+                      [(b"retry-after", str(STARTING_RETRY_AFTER_S).encode())], await body.request_id())
 
 
 def _build_manager(runtime: Any) -> Any:
