@@ -5,8 +5,9 @@ search result whose five results hold 4 KB of `encrypted_content` each, counted 
 tokens, was sent at 3,987 (`kept_block_tokens`: the rule of `tiers.formats` for what is
 not text), and a context planned at 181 tokens for a budget of 1,000 went out at 5,124
 (the budget is hard: docs/design.md). Now a kept block is counted as what it sends, and where the
-context with each one whole would pass the plan's budget, the oldest go back as their
-words (a server call with its results) until it fits. Real Memory, real anthropic SDK
+context with each one whole would pass the plan's budget, the newest go back as their
+words (a server call with its results), so that the earlier messages stay as the previous
+call of the epoch sent them (tests/test_anthropic_kept_prefix.py). Real Memory, real anthropic SDK
 types; what is sent is counted here from the request itself."""
 
 from __future__ import annotations
@@ -96,7 +97,9 @@ def _open(tmp_path: Any, embedder: FastEmbedder) -> Memory:
 # adds about 3,900, the URL document about 1,030
 BUDGETS: list[tuple[int, list[str]]] = [
     (100_000, ["document", *KEPT]),  # room for every block whole
-    (4_500, list(KEPT)),  # the oldest, the URL document, goes as its words; the search pair fits
+    # the oldest, the URL document, goes whole; the search pair after it no longer fits and goes
+    # as its words (the newest first: the earlier messages stay as an earlier call sent them)
+    (4_500, ["document"]),
     (1_000, []),  # none fits whole: every one as its words
     (300, []),  # the plan itself near the budget
 ]

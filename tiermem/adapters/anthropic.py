@@ -53,7 +53,12 @@ block: the beta `mcp_tool_use`, ...), an image given by file id, a block a role 
 hold (a `document` in a reply, a `server_tool_use` from the user), a kept block without
 the fields it is read by (a server call's `id`, `name` and `input`, a result's
 `tool_use_id`, a document's `source.type`, a search result's `source`, `title` and
-`content`, an upload's `file_id`), a block holding what stored JSON cannot (NaN or an
+`content`, an upload's `file_id`) or with a field sent back of a type the anthropic SDK's
+param types do not take (a document's source fields and media type by its source type,
+its `title` and `context`; a web search result's `content`, a list of results with string
+`url`, `title` and `encrypted_content`, or an error object; another server result's
+`content`, an object; a search result's `content`, text blocks: every later request
+would be refused), a block holding what stored JSON cannot (NaN or an
 infinity, a lone surrogate, an int past `str()`'s digit limit, nesting past the
 recursion limit: named by the block), an id or tool name past the stored form's limits
 (`tiers.formats`: named by the field as sent), and a `tool_use` whose id another of the
@@ -85,14 +90,22 @@ type a base64 source cannot have (the API takes JPEG, PNG, GIF and WebP) becomes
 A kept block goes back as given where the stored message is sent as it is (restored
 with `memory`: "Restoring metadata"); else its text part does (no memory, or a row the
 planner trimmed). The budget holds for what is sent: the plan counted the block's words
-(its text part), and a block sent whole costs `kept_block_tokens` (its JSON counted as
-text with the memory's counter, less its payloads, which cost as `tiers.formats` counts
-what is not text: an `encrypted_content` or a base64 source's data one token per 4
-decoded bytes, a document read by URL or file id the flat REFERENCE_TOKENS). Where the
-context's tokens with each kept block whole would pass the plan's budget, the oldest
-go as their words instead (a server call with its results), until it fits: a web
-search result of five 4 KB pages counted at 100 tokens costs about 3,990 sent whole. A
-PDF given as data is no kept block: its `file` part is counted as sent.
+(its text part), a text block's text without its `citations`, a `tool_result`'s text
+without the images and documents kept in `anthropic_content`, and what is sent whole
+costs `kept_block_tokens` (its JSON counted as text with the memory's counter, less its
+payloads, which cost as `tiers.formats` counts what is not text: an `encrypted_content`,
+a citation's `encrypted_index` or a base64 source's data one token per 4 decoded bytes,
+a document read by URL or file id the flat REFERENCE_TOKENS). These go whole in request
+order while the context's tokens with them fit the plan's budget; from the first that
+does not fit on, each goes as the plan counted it (a kept block as its words, a server
+call with its results; a text block without its citations; a result as its text): a web
+search result of five 4 KB pages counted at 100 tokens costs about 3,990 sent whole. The
+newest go first so that within an epoch (the context only grows) every earlier message
+goes as the previous call sent it, the prompt cache's prefix; only where the context
+grows past the room a whole block took does the newest whole one turn into its words
+(the messages before it unchanged). A request that ends with an assistant turn (a
+`pause_turn` reply) keeps that turn's blocks whole first. A PDF given as data is no
+kept block: its `file` part is counted as sent.
 
 A `server_tool_use` and its result go together: in each assistant turn a server call
 without a result block naming it, or a result without its call, is left out, except a
@@ -261,7 +274,8 @@ PDF_SUFFIX = ".pdf"
 # for what is not text): these strings are payload, counted by their decoded bytes at
 # FILE_BYTES_PER_TOKEN (as a reasoning item's `encrypted_content` and an inline file are):
 # a search result's encrypted page, a base64 source's data
-PAYLOAD_KEYS = frozenset({"encrypted_content"})
+# (and a web search citation's encrypted index, which a text block's `citations` carry)
+PAYLOAD_KEYS = frozenset({"encrypted_content", "encrypted_index"})
 # a document the API reads by reference (a URL, a file id) costs REFERENCE_TOKENS, the
 # flat guess for a file given only by id or URL
 REFERENCE_SOURCES = frozenset({"url", "file"})
@@ -427,22 +441,100 @@ def _block(raw: Any, path: str, role: str) -> dict[str, Any]:
         need_str("tool_use_id", nonempty=True, max_chars=CALL_ID_MAX_CHARS)
         if "content" not in b:
             raise ValidationError(f"{path}.content", "Field required (the server tool's result)")
+        _check_result_content(b["content"], f"{path}.content", t)
     elif t == DOCUMENT:
         source = b.get("source")
         if not isinstance(source, dict) or not isinstance(source.get("type"), str):
             raise ValidationError(f"{path}.source.type", "Field required (a string: 'base64', 'text', 'content', "
                                   "'url', 'file')")
+        _check_document(b, path)
     elif t == SEARCH_RESULT:
         need_str("source")
         need_str("title")
-        if not isinstance(b.get("content"), list):
+        content = b.get("content")
+        if not isinstance(content, list):
             raise ValidationError(f"{path}.content", "must be a list of text blocks")
+        for j, c in enumerate(content):
+            _check_text_block(c, f"{path}.content[{j}]")
     elif t == CONTAINER_UPLOAD:
         need_str("file_id", nonempty=True)
     # what the block holds anywhere (a tool's input, citations, a result's blocks) must be
     # storable JSON: refused here by its block, not by the store or the wire after
     _json_bytes(b, path)
     return b
+
+
+# The fields a kept document's source is read by, by its type, each a string (the anthropic
+# SDK's DocumentBlockParam sources: Base64PDFSource, PlainTextSource, URLPDFSource,
+# FileDocumentSource; ContentBlockSource's `content` is checked on its own), and the media
+# type a source of data must have
+DOCUMENT_SOURCE_FIELDS: dict[str, tuple[str, ...]] = {
+    "base64": ("media_type", "data"), "text": ("media_type", "data"), "url": ("url",), "file": ("file_id",),
+    "content": (),
+}
+DOCUMENT_MEDIA_TYPES = {"base64": PDF_MEDIA_TYPE, "text": "text/plain"}
+# a web search result's fields, each a string (the SDK's WebSearchResultBlockParam)
+WEB_SEARCH_RESULT_FIELDS = ("url", "title", "encrypted_content")
+
+
+def _check_text_block(c: Any, path: str) -> None:
+    """A text block inside a kept block (a search result's, a content document's): the API
+    refuses any other shape there."""
+    if not isinstance(c, dict) or c.get("type") != "text":
+        raise ValidationError(f"{path}", "must be a text block (an object with type 'text')")
+    if not isinstance(c.get("text"), str):
+        raise ValidationError(f"{path}.text", "Field required (a string)")
+
+
+def _check_document(b: dict[str, Any], path: str) -> None:
+    """A kept document's fields that are sent back, by the types of the anthropic SDK's
+    `DocumentBlockParam` (a wrong one, stored, would have every later request refused)."""
+    source = b["source"]
+    kind = source["type"]
+    if kind not in DOCUMENT_SOURCE_FIELDS:
+        raise ValidationError(f"{path}.source.type", f"{shown(kind)} is not a document source "
+                              f"({', '.join(DOCUMENT_SOURCE_FIELDS)})")
+    for key in DOCUMENT_SOURCE_FIELDS[kind]:
+        if not isinstance(source.get(key), str):
+            raise ValidationError(f"{path}.source.{key}", "Field required (a string)")
+    media = DOCUMENT_MEDIA_TYPES.get(kind)
+    if media is not None and source["media_type"] != media:
+        raise ValidationError(f"{path}.source.media_type", f"must be {media!r} for a {kind!r} source, "
+                              f"got {shown(source['media_type'])}")
+    if kind == "content":
+        content = source.get("content")
+        if isinstance(content, list):
+            for j, c in enumerate(content):
+                if isinstance(c, dict) and c.get("type") == "image":
+                    if not isinstance(c.get("source"), dict):
+                        raise ValidationError(f"{path}.source.content[{j}].source", "Field required (an object)")
+                else:
+                    _check_text_block(c, f"{path}.source.content[{j}]")
+        elif not isinstance(content, str):
+            raise ValidationError(f"{path}.source.content", "must be a string or a list of text and image blocks")
+    for key in ("title", "context"):
+        if key in b and not isinstance(b[key], str):
+            raise ValidationError(f"{path}.{key}", "must be a string")
+
+
+def _check_result_content(content: Any, path: str, t: str) -> None:
+    """A server tool result's `content` as the SDK's param types have it: a web search's a
+    list of results (each a `web_search_result` with string url, title and
+    encrypted_content) or an error object; every other result's an object. Every object
+    names its type."""
+    if t == "web_search_tool_result" and isinstance(content, list):
+        for j, r in enumerate(content):
+            if not isinstance(r, dict) or r.get("type") != "web_search_result":
+                raise ValidationError(f"{path}[{j}]", "must be a web_search_result block")
+            for key in WEB_SEARCH_RESULT_FIELDS:
+                if not isinstance(r.get(key), str):
+                    raise ValidationError(f"{path}[{j}].{key}", "Field required (a string)")
+        return
+    if not isinstance(content, dict) or not isinstance(content.get("type"), str):
+        raise ValidationError(path, "must be a list of web_search_result blocks or an error object"
+                              if t == "web_search_tool_result" else "must be an object with a string type")
+    if "encrypted_content" in content and not isinstance(content["encrypted_content"], str):
+        raise ValidationError(f"{path}.encrypted_content", "must be a string")
 
 
 def _extras(b: dict[str, Any]) -> dict[str, Any]:
@@ -745,13 +837,20 @@ def _without_cache_control(value: Any) -> Any:
     return value
 
 
+# What `to_anthropic` put back from metadata beyond what the plan counted, by the block's
+# identity: (the block, what it goes as where the budget has no room for it: a kept block's
+# words, else the block as the stored message holds it, without what was restored)
+_Kept = dict[int, tuple[dict[str, Any], str | dict[str, Any]]]
+
+
 def _restore(blocks: list[dict[str, Any]], meta: dict[str, Any], *, exact: bool,
-             kept: dict[int, tuple[dict[str, Any], str]] | None = None) -> list[dict[str, Any]]:
+             kept: _Kept | None = None) -> list[dict[str, Any]]:
     """Put back what from_anthropic kept in metadata (see the module docstring): the
     order, then the thinking blocks, then the extras, whose indexes count the thinking
     blocks (a field put on the block at its index before they are would land on another).
     `kept`, where given, gets each kept block put back, by its id, with the words it
-    replaced (what the plan counted: `_fit_kept`)."""
+    replaced (what the plan counted: `_fit_kept`), and each block given extras, with the
+    block as it was without them."""
     if exact:
         order = meta.get(ORDER_KEY)
         if isinstance(order, str) and len(order) == len(blocks):
@@ -781,7 +880,11 @@ def _restore(blocks: list[dict[str, Any]], meta: dict[str, Any], *, exact: bool,
                 extra = {k: copy.deepcopy(v) for k, v in entry[1].items() if k not in ("cache_control", "type")}
                 if blocks[i]["type"] == "tool_use":
                     extra = {k: v for k, v in extra.items() if k in ("caller", "toolset_name")}
-                blocks[i] = {**blocks[i], **extra}
+                before = blocks[i]
+                blocks[i] = {**before, **extra}
+                if kept is not None and extra:  # citations and the rest: not in the plan's count
+                    prior = kept.pop(id(before), None)
+                    kept[id(blocks[i])] = (blocks[i], prior[1] if prior is not None else before)
     return blocks
 
 
@@ -889,8 +992,7 @@ def item_extras(body: dict[str, Any], metadata: dict[str, Any], item: dict[str, 
     return [[next(i for i, b in enumerate(alone) if b is one), extra]]
 
 
-def _blocks_of(chat: dict[str, Any], stored: _Stored,
-               kept: dict[int, tuple[dict[str, Any], str]]) -> tuple[str, list[dict[str, Any]]]:
+def _blocks_of(chat: dict[str, Any], stored: _Stored, kept: _Kept) -> tuple[str, list[dict[str, Any]]]:
     """One chat message (wire form) as (role, Anthropic blocks); role "system" for a
     system or developer message, "" for nothing to send; `kept` gets the kept blocks put
     back (`_restore`)."""
@@ -911,9 +1013,7 @@ def _blocks_of(chat: dict[str, Any], stored: _Stored,
         content = chat.get("content")
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": rid}
         content_kept = meta.get(CONTENT_KEY)
-        if exact and isinstance(content_kept, list):
-            result["content"] = _without_cache_control(copy.deepcopy(content_kept))
-        elif isinstance(content, list):  # the API refuses an empty text block here as at the top level
+        if isinstance(content, list):  # the API refuses an empty text block here as at the top level
             result["content"] = [b for b in _content_blocks(content) if _sendable(b)] or ""
         else:
             result["content"] = content if isinstance(content, str) else ""
@@ -922,6 +1022,11 @@ def _blocks_of(chat: dict[str, Any], stored: _Stored,
                 result.update({k: copy.deepcopy(v) for k, v in entry[1].items()
                                if k not in ("cache_control", "type", "tool_use_id", "content")
                                and (exact or k == "is_error")})
+        if exact and isinstance(content_kept, list):
+            # images, documents: the plan counted the stored text, which goes where they do not fit
+            stored_form = dict(result)
+            result["content"] = _without_cache_control(copy.deepcopy(content_kept))
+            kept[id(result)] = (result, stored_form)
         return "user", [result]
     return "", []
 
@@ -1034,34 +1139,67 @@ def _counter(memory: MemoryLike | None) -> TokenCounter:
     return BpeTokenCounter()
 
 
-def _fit_kept(turns: list[list[Any]], kept: dict[int, tuple[dict[str, Any], str]], counter: TokenCounter,
-              ctx: Context) -> None:
+def _fit_kept(turns: list[list[Any]], kept: _Kept, counter: TokenCounter, ctx: Context) -> None:
     """Keep the request within the plan's budget, in place: the plan counted each kept
-    block as its words (the text part it is stored as), and a block sent whole costs
-    `kept_block_tokens`. Where the context's tokens with each kept block sent whole pass
-    the budget, kept blocks are sent as their words instead, the oldest first, a server
-    call and its results together (the API's pairing), until it fits; the latest turns'
-    blocks (a paused call the API goes on with) go back whole the longest."""
-    units: dict[tuple[Any, ...], list[tuple[dict[str, Any], str, int]]] = {}
+    block as its words (the text part it is stored as), a text block without its
+    citations and a tool result as its stored text, and what is sent whole costs
+    `kept_block_tokens`. Blocks go whole in request order while the context's tokens with
+    them stay within the budget; from the first that does not fit on, each goes as what
+    the plan counted (a kept block as its words, a server call and its results together:
+    the API's pairing; a block given extras without them; a result as its text). The
+    newest go first so that within an epoch, where the context only grows, the earlier
+    messages go as the previous call sent them (the prompt cache's prefix); a block
+    whole there turns into its words only when the context has grown past the room it
+    took. A request that ends with an assistant turn (a `pause_turn` reply with its
+    server call, which the API goes on with) keeps that turn's blocks whole first."""
+    units: dict[tuple[Any, ...], list[tuple[dict[str, Any], str | dict[str, Any], int]]] = {}
     for t, (role, blocks) in enumerate(turns):
         for b in blocks:
             entry = kept.get(id(b))
             if entry is None or entry[0] is not b:
                 continue
-            words = entry[1]
-            extra = max(0, kept_block_tokens(counter, b) - max(0, counter.count(words) - WORDS_JOIN_TOKENS))
+            stored = entry[1]
+            counted = (max(0, counter.count(stored) - WORDS_JOIN_TOKENS) if isinstance(stored, str)
+                       else kept_block_tokens(counter, stored))
+            extra = max(0, kept_block_tokens(counter, b) - counted)
             server = b["type"] == SERVER_TOOL_USE or b["type"] in SERVER_RESULT_TYPES
             call = b.get("id") if b["type"] == SERVER_TOOL_USE else b.get("tool_use_id")
-            key = (t, "server", call) if role == "assistant" and server else (t, "block", id(b))
-            units.setdefault(key, []).append((b, words, extra))
-    total = ctx.tokens + sum(extra for unit in units.values() for _b, _w, extra in unit)
-    for unit in units.values():  # in request order: the oldest first
-        if total <= ctx.plan.budget:
-            break
-        for b, words, extra in unit:
-            b.clear()  # in place: the breakpoints know the block by its identity
-            b.update({"type": "text", "text": words})
-            total -= extra
+            key = (t, "server", call) if role == "assistant" and server and isinstance(stored, str) \
+                else (t, "block", id(b))
+            units.setdefault(key, []).append((b, stored, extra))
+    room = ctx.plan.budget - ctx.tokens
+    last = len(turns) - 1
+    trailing = [k for k in units if k[0] == last and turns[last][0] == "assistant"]
+    for key in trailing:  # each on its own: the paused call the API goes on with
+        cost = sum(extra for _b, _s, extra in units[key])
+        if cost <= room:
+            room -= cost
+        else:
+            _as_counted(units[key])
+    fits = True
+    for key, unit in units.items():  # in request order: the oldest first
+        if key in trailing:
+            continue
+        cost = sum(extra for _b, _s, extra in unit)
+        if fits and cost <= room:
+            room -= cost
+            continue
+        fits = False  # every later one as counted too: what an earlier call sent stays as it was
+        _as_counted(unit)
+
+
+def _as_counted(unit: list[tuple[dict[str, Any], str | dict[str, Any], int]]) -> None:
+    """Each block of `unit` as the plan counted it, in place (the breakpoints know a block
+    by its identity): a kept block as a text block of its words, any other as stored (its
+    ids as sent: `_unique_ids` renamed them)."""
+    for b, stored, _extra in unit:
+        if isinstance(stored, str):
+            new: dict[str, Any] = {"type": "text", "text": stored}
+        else:
+            new = dict(stored)
+            new.update((k, b[k]) for k in ("id", "tool_use_id") if k in b and k in new)
+        b.clear()
+        b.update(new)
 
 
 def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
@@ -1074,7 +1212,7 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
     check_int(max_breakpoints, "max_breakpoints", 0, MAX_BREAKPOINTS,
               "(Anthropic's limit on cache_control marks in a request)")
     stored = _stored(ctx, check_memory(memory) if memory is not None else None)
-    kept: dict[int, tuple[dict[str, Any], str]] = {}  # the kept blocks put back, with their words
+    kept: _Kept = {}  # what was put back beyond the plan's count, with what it was counted as
     system: list[dict[str, Any]] = []
     turns: list[list[Any]] = []
     last_block: list[dict[str, Any] | None] = []  # per context message: the last markable block so far
