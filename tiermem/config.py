@@ -46,7 +46,7 @@ import re
 import types
 import typing
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -448,6 +448,23 @@ ROOM_CLASSES = ("recent_recall", "targeted_recall", "temporal", "summarize")
 LAYER_KEYS = ("pinned", "summary", "tail")  # per class no more: `layer_shares.<key>`
 
 
+def _assign_or_keep(model: BaseModel, name: str, value: Any, assign: Callable[[str, Any], None]) -> None:
+    """`assign(name, value)` (the model class's own `__setattr__`, validate_assignment on),
+    with a refused value leaving the field as it was: validate_assignment checks the field,
+    then the model's rules (Config's metrics_public on a loopback host, a table's share
+    sum) with the new value already set, so a refusal by those would leave it. Names that
+    are not fields (pydantic's private attributes) go to `assign` as they are."""
+    if name not in type(model).model_fields:
+        assign(name, value)
+        return
+    before = model.__dict__.get(name)
+    try:
+        assign(name, value)
+    except ValidationError:
+        model.__dict__[name] = before
+        raise
+
+
 class _Nested(BaseModel):
     """A table of Config's (`layer_shares`, `pricing`, a `slice_shares` class): a value
     assigned after construction (`cfg.layer_shares.tail = 5`, a NaN price) meets the rules
@@ -457,17 +474,7 @@ class _Nested(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_assignment=True)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        # validate_assignment checks the field, then the model's rules (the share sum) with
-        # the new value already set: a refusal by those would leave it (as in Config)
-        if name not in type(self).model_fields:
-            super().__setattr__(name, value)
-            return
-        before = self.__dict__.get(name)
-        try:
-            super().__setattr__(name, value)
-        except ValidationError:
-            self.__dict__[name] = before
-            raise
+        _assign_or_keep(self, name, value, super().__setattr__)  # the share sum's refusal too
 
 
 class SliceShares(_Nested):
@@ -655,17 +662,7 @@ class Config(BaseSettings):
     )
 
     def __setattr__(self, name: str, value: Any) -> None:
-        # validate_assignment checks the field, then the model's rules (metrics_public on a
-        # loopback host) with the new value already set: a refusal by those would leave it
-        if name not in type(self).model_fields:
-            super().__setattr__(name, value)
-            return
-        before = self.__dict__.get(name)
-        try:
-            super().__setattr__(name, value)
-        except ValidationError:
-            self.__dict__[name] = before
-            raise
+        _assign_or_keep(self, name, value, super().__setattr__)  # metrics_public on a loopback host too
 
     def __init__(self, **values: Any) -> None:
         token = _origins.set(({}, set()))
