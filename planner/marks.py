@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 
 from tiermem.planner.candidates import Candidate
 from tiermem.planner.epoch import RAW_KINDS, Segment
-from tiermem.planner.render import HEADING_SHARE_TOKENS
+from tiermem.planner.render import HEADING_SHARE_TOKENS, SUPERSEDED_LABEL, label_superseded
 
 if TYPE_CHECKING:
     from tiermem.planner.candidates import Candidates
@@ -59,7 +59,6 @@ if TYPE_CHECKING:
 # (planner.epoch_policy.lowest) take retrieved turns before a mark.
 MARK_SCORE = 100.0
 REASON = "the tail shows it as it was said: marked here, not as a current value"
-LABEL = " · SUPERSEDED, not current: "  # a superseded line's label, before its validity
 # the supersessions a mark's reason names (`marks`: a whole turn's "superseded by #6 (...",
 # each statement's "... superseded by #2 (...", planner.statements)
 _BY = re.compile(r"superseded by #(\d+)")
@@ -108,13 +107,12 @@ def marks(cands: Candidates, conv: str, rows: Mapping[int, TurnRow], zone: Zone,
         if r.superseded_by is not None:
             # one label a line: a statement superseded before the whole turn was is marked
             # on its line already (planner.render), the rest of the turn takes the whole's
-            line = "\n".join(ln if LABEL in ln else ln.replace("] ", f"{LABEL}{intervals[m.position][1]}] ", 1)
-                              for ln in line.split("\n"))
+            line = label_superseded(line, intervals[m.position][1])
             why = f"superseded by #{r.superseded_by} ({intervals[m.position][0]}): {REASON}"
         else:
             parts = cands.statements.parts(conv, m.position)
             # what still holds is the tail's to show: the mark holds the superseded lines
-            line = "\n".join(ln for ln in line.split("\n") if LABEL in ln)
+            line = "\n".join(ln for ln in line.split("\n") if SUPERSEDED_LABEL in ln)
             why = f"{cands.statements.reason(m.position, parts, m.created_at, zone)}: {REASON}"
         if said and m.position in said:
             line = "\n".join(ln for ln in line.split("\n") if ln not in said[m.position])
@@ -170,7 +168,7 @@ def for_segments(cands: Candidates, conv: str, segments: Sequence[Segment], new:
                 for p in it.positions:
                     named.setdefault(p, set()).update(int(b) for b in _BY.findall(it.reason))
                     if isinstance(text, str):
-                        said.setdefault(p, set()).update(ln for ln in text.split("\n") if LABEL in ln)
+                        said.setdefault(p, set()).update(ln for ln in text.split("\n") if SUPERSEDED_LABEL in ln)
     gone = superseded(cands, conv, raw - lined, known)
     # a statement an earlier mark labelled is not labelled again: the new mark holds what is new
     return marks(cands, conv, {p: r for p, r in gone.items() if not _by(cands, conv, r) <= named.get(p, set())},

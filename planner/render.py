@@ -156,7 +156,7 @@ class Renderer:
             # some of its statements were superseded: they are marked, on lines of their own
             current, old = self.statements.render(m.text, gone, m.created_at, zone)
             lines = [f"[{' '.join(parts)}] {current}"] if current else []
-            return "\n".join(lines + [f"[{who} · SUPERSEDED, not current: {valid}] {stmt}" for stmt, valid in old]), False
+            return "\n".join(lines + [f"[{who}{SUPERSEDED_LABEL}{valid}] {stmt}" for stmt, valid in old]), False
         text = m.text.replace("\n", " ").strip() if m.role != "tool" else m.text
         trimmed = False
         if m.role == "tool":
