@@ -865,15 +865,33 @@ def result_text_field(body: dict[str, Any]) -> str | None:
 SDK_STREAM_INDEX_FIELD = "index"
 
 
+def without_tool_call_field(body: dict[str, Any], field: str, *, in_function: bool = False) -> dict[str, Any]:
+    """`body` (a chat message) with `field` dropped from each of its `tool_calls` (with
+    `in_function`, from each call's `function`): a new dict when a call has it, else
+    `body` itself (the caller's is never modified; a call that is not a dict, or has no
+    dict `function`, is kept as it is)."""
+    calls = body.get("tool_calls")
+
+    def holder(c: object) -> object:
+        return c.get("function") if in_function and isinstance(c, dict) else c
+
+    if not isinstance(calls, list) or not any(isinstance(h := holder(c), dict) and field in h for c in calls):
+        return body
+
+    def without(c: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in c.items() if k != field}
+
+    return {**body, "tool_calls": [
+        ({**c, "function": without(c["function"])} if in_function else without(c))
+        if isinstance(c, dict) and isinstance(holder(c), dict) else c for c in calls]}
+
+
 def without_tool_call_index(body: dict[str, Any]) -> dict[str, Any]:
     """A chat assistant message without its tool calls' `SDK_STREAM_INDEX_FIELD`: a new
     dict when a call has one, else `body` itself (the caller's is never modified)."""
-    calls = body.get("tool_calls")
-    if (body.get("type") is not None or body.get("role") != "assistant" or not isinstance(calls, list)
-            or not any(isinstance(c, dict) and SDK_STREAM_INDEX_FIELD in c for c in calls)):
+    if body.get("type") is not None or body.get("role") != "assistant":
         return body
-    return {**body, "tool_calls": [{k: v for k, v in c.items() if k != SDK_STREAM_INDEX_FIELD}
-                                   if isinstance(c, dict) else c for c in calls]}
+    return without_tool_call_field(body, SDK_STREAM_INDEX_FIELD)
 
 
 def as_appended(body: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from tiermem.tiers.formats import (
     content_bytes,
     message_text,
     wire_body,
+    without_tool_call_field,
     without_tool_call_index,
 )
 from tiermem.tiers.plain_json import (
@@ -499,13 +500,7 @@ def _sdk_wire_form(body: dict[str, Any]) -> dict[str, Any]:
     elif kind is None and out.get("role") == "assistant":
         if SDK_PARSED_FIELD in out:
             out = {k: v for k, v in out.items() if k != SDK_PARSED_FIELD}
-        calls = out.get("tool_calls")
-        if isinstance(calls, list) and any(
-                isinstance(c, dict) and isinstance(c.get("function"), dict)
-                and SDK_PARSED_ARGUMENTS_FIELD in c["function"] for c in calls):
-            out = {**out, "tool_calls": [
-                {**c, "function": {k: v for k, v in c["function"].items() if k != SDK_PARSED_ARGUMENTS_FIELD}}
-                if isinstance(c, dict) and isinstance(c.get("function"), dict) else c for c in calls]}
+        out = without_tool_call_field(out, SDK_PARSED_ARGUMENTS_FIELD, in_function=True)
         # the streaming helper's `index` on each call (tiers.formats.SDK_STREAM_INDEX_FIELD)
         out = without_tool_call_index(out)
     if (kind == "message" or kind is None) and out.get("role") == "assistant":
