@@ -575,12 +575,20 @@ def message_text(body: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def _b64_bytes(data: object) -> int:
+def base64_tokens(b64: str, bytes_per_token: int = FILE_BYTES_PER_TOKEN) -> int:
+    """What a base64 payload costs by the rule above: its decoded bytes (3 for each 4
+    characters of `b64`, the base64 text as it stands: a data URL's head is the caller's
+    to strip) at `bytes_per_token`, rounded up. An Anthropic kept block's payloads
+    (`tiermem.adapters.anthropic.kept_block_tokens`) are counted by it too."""
+    return math.ceil(len(b64) * 3 // 4 / bytes_per_token)
+
+
+def _b64_text(data: object) -> str:
+    """The base64 text of an inline payload: a data URL's after its comma; "" for a
+    value that is not a string."""
     if not isinstance(data, str):
-        return 0
-    if data.startswith("data:"):
-        data = data.partition(",")[2]
-    return len(data) * 3 // 4
+        return ""
+    return data.partition(",")[2] if data.startswith("data:") else data
 
 
 def _iter_parts(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -605,13 +613,13 @@ def payload_tokens(body: dict[str, Any]) -> int:
             n += IMAGE_LOW_DETAIL_TOKENS if detail == "low" else IMAGE_TOKENS
         elif pt == "input_audio":
             data = (p.get("input_audio") or {}).get("data")
-            n += math.ceil(_b64_bytes(data) / AUDIO_BYTES_PER_TOKEN) if data else REFERENCE_TOKENS
+            n += base64_tokens(_b64_text(data), AUDIO_BYTES_PER_TOKEN) if data else REFERENCE_TOKENS
         elif pt in ("file", "input_file"):
             f = p.get("file") if pt == "file" else p
             data = f.get("file_data") if isinstance(f, dict) else None
-            n += math.ceil(_b64_bytes(data) / FILE_BYTES_PER_TOKEN) if data else REFERENCE_TOKENS
+            n += base64_tokens(_b64_text(data)) if data else REFERENCE_TOKENS
     if t == "reasoning" and isinstance(body.get("encrypted_content"), str):
-        n += math.ceil(_b64_bytes(body["encrypted_content"]) / FILE_BYTES_PER_TOKEN)
+        n += base64_tokens(_b64_text(body["encrypted_content"]))
     return n
 
 

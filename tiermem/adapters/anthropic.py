@@ -205,10 +205,10 @@ from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint, Context
 from tiermem.tiers.errors import ValidationError, field_error, shown
 from tiermem.tiers.formats import (
     CALL_ID_MAX_CHARS,
-    FILE_BYTES_PER_TOKEN,
     REFERENCE_TOKENS,
     TOOL_NAME_MAX_CHARS,
     SentCallIds,
+    base64_tokens,
     call_ids,
     message_text,
     repeated_call_id,
@@ -1118,7 +1118,7 @@ def kept_block_tokens(counter: TokenCounter, block: dict[str, Any]) -> int:
         data_is_payload = value.get("type") == "base64"
         for k, v in value.items():
             if isinstance(v, str) and (k in PAYLOAD_KEYS or (k == "data" and data_is_payload)):
-                payload += -(-(len(v) * 3 // 4) // FILE_BYTES_PER_TOKEN)  # decoded bytes, as tiers.formats
+                payload += base64_tokens(v)  # decoded bytes at FILE_BYTES_PER_TOKEN
                 value[k] = ""
             else:
                 stack.append(v)
