@@ -55,3 +55,9 @@ def superseded_positions(mem: Memory, users: Sequence[str]) -> dict[int, int]:
     whole.update((s.position, s.superseded_by)
                  for s in mem.cold.superseded_statements(CONV, [r.position for r in rows]))
     return whole
+
+
+def superseded_users(mem: Memory, users: Sequence[str]) -> dict[int, int]:
+    """`superseded_positions` by user turn: {superseded user turn i: the user turn that
+    superseded it}, whole turns and statements alike (the assistant's "Noted." left out)."""
+    return {q // 2: new // 2 for q, new in superseded_positions(mem, users).items() if q % 2 == 0}

@@ -25,15 +25,9 @@ Invariants:
 from __future__ import annotations
 
 import pytest
-from supersede_harness import superseded_positions
+from supersede_harness import superseded_users
 
 from tiermem import Memory
-
-
-def _users(mem: Memory, users: list[str]) -> dict[int, int]:
-    """{superseded user turn: its superseder}, whole turns and statements alike."""
-    return {q // 2: new // 2 for q, new in superseded_positions(mem, users).items() if q % 2 == 0}
-
 
 NONGS = "Book a table at Nong's for Friday."
 LUIGIS = "Order a pizza from Luigi's for tonight."
@@ -53,7 +47,7 @@ LUIGIS = "Order a pizza from Luigi's for tonight."
     (["Get me a table for four at Chez Marie on Saturday.", "Cancel the dinner."], {0: 1}),
 ])
 def test_groceries_are_no_restaurants(cold_memory: Memory, users: list[str], want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want
 
 
 # (the user's turns, each answered "Noted.", and {superseded user turn: its superseder})
@@ -86,7 +80,7 @@ def test_groceries_are_no_restaurants(cold_memory: Memory, users: list[str], wan
 ])
 def test_a_booking_noun_names_the_latest_booking(cold_memory: Memory, users: list[str],
                                                  want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want
 
 
 # (the user's turns, each answered "Noted."): nothing taken back
@@ -111,7 +105,7 @@ def test_a_booking_noun_names_the_latest_booking(cold_memory: Memory, users: lis
     [NONGS, "Did you cancel the reservation?"],
 ])
 def test_a_booking_noun_takes_nothing_else(cold_memory: Memory, users: list[str]) -> None:
-    assert _users(cold_memory, users) == {}
+    assert superseded_users(cold_memory, users) == {}
 
 
 # (the user's turns, and {superseded user turn: its superseder}): a dated value "now"
@@ -128,4 +122,4 @@ def test_a_booking_noun_takes_nothing_else(cold_memory: Memory, users: list[str]
     (["The report is due on March 1.", "The review is due on March 5."], {}),
 ])
 def test_a_date_now_revises_its_date(cold_memory: Memory, users: list[str], want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want

@@ -43,17 +43,11 @@ Invariants:
 from __future__ import annotations
 
 import pytest
-from supersede_harness import superseded_positions
+from supersede_harness import superseded_users
 
 from tiermem import Memory
 from tiermem.consolidation import supersede
 from tiermem.tiers.embed_onnx import FastEmbedder
-
-
-def _users(mem: Memory, users: list[str]) -> dict[int, int]:
-    """{superseded user turn: its superseder}, whole turns and statements alike."""
-    return {q // 2: new // 2 for q, new in superseded_positions(mem, users).items() if q % 2 == 0}
-
 
 PRET_1PM = "Book a table at Pret for 1pm tomorrow."
 SUSHI_8PM = "Order sushi from Sakura for 8pm."
@@ -167,4 +161,4 @@ def test_another_name_of_the_thing(embedder: FastEmbedder, noun: str, request_te
     ([NONGS_7PM, "Forget about it, it's fine."], {}),
 ])
 def test_everyday_call_offs(cold_memory: Memory, users: list[str], want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want

@@ -23,18 +23,13 @@ Invariants:
 from __future__ import annotations
 
 import pytest
-from supersede_harness import CONV, superseded_positions
+from supersede_harness import CONV, superseded_users
 
 from tiermem import Memory
 from tiermem.consolidation.classify import TurnClassifier
 from tiermem.planner.candidates import AUTO_PIN_MIN_PRIORITY as PINNED
 
 CORRECTION_PRIORITY = 90  # consolidation.classify.PRIORITY["correction"]
-
-
-def _users(mem: Memory, users: list[str]) -> dict[int, int]:
-    """{superseded user turn: its superseder}, whole turns and statements alike."""
-    return {q // 2: new // 2 for q, new in superseded_positions(mem, users).items() if q % 2 == 0}
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +47,7 @@ def classifier() -> TurnClassifier:
     ["What's the weather in Rome?", "Oh, never mind the restaurant."],
 ])
 def test_a_never_mind_that_takes_back_nothing_is_no_pin(cold_memory: Memory, users: list[str]) -> None:
-    assert _users(cold_memory, users) == {}
+    assert superseded_users(cold_memory, users) == {}
     last = cold_memory.cold.turns(CONV)[2 * (len(users) - 1)]
     assert last.priority < PINNED and not last.load_bearing, last
     assert "imperative-constraint" not in (last.label_reason or ""), last
@@ -66,7 +61,7 @@ def test_a_never_mind_that_takes_back_nothing_is_no_pin(cold_memory: Memory, use
 ])
 def test_a_never_mind_that_takes_back_keeps_its_pin(cold_memory: Memory, users: list[str],
                                                     want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want
     last = cold_memory.cold.turns(CONV)[2 * (len(users) - 1)]
     assert (last.intent, last.load_bearing, last.priority) == ("correction", True, CORRECTION_PRIORITY), last
 
@@ -87,7 +82,7 @@ def test_never_mind_is_no_standing_order(classifier: TurnClassifier, text: str, 
 
 def test_a_standing_never_stays_pinned_in_memory(cold_memory: Memory) -> None:
     # the whole path: appended, caught up, nothing to revise, still the order it was
-    assert _users(cold_memory, ["What's the weather in Rome?", "Never book me on red-eye flights."]) == {}
+    assert superseded_users(cold_memory, ["What's the weather in Rome?", "Never book me on red-eye flights."]) == {}
     last = cold_memory.cold.turns(CONV)[2]
     assert last.load_bearing and last.priority >= PINNED, last
 
@@ -123,7 +118,7 @@ def test_a_standing_never_stays_pinned_in_memory(cold_memory: Memory) -> None:
 ])
 def test_a_call_off_by_kind_takes_the_named_place(cold_memory: Memory, users: list[str],
                                                  want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want
 
 
 # (a sentence with its day first, the same with its month first): labelled alike

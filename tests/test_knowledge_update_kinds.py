@@ -19,7 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import pytest
-from supersede_harness import superseded_positions
+from supersede_harness import superseded_users
 
 from tiermem import Memory
 from tiermem.consolidation import supersede
@@ -30,11 +30,6 @@ JOB_CHANGE = ("And I changed jobs: I left Providence and I now work as a nurse p
 FOOD = "For food: I eat fish and chicken but no red meat."
 INTRO = ("Hi! I'm Samuel Ortiz. I live in Portland, Oregon, and I work as an ER nurse at Providence "
          "Portland Medical Center.")
-
-
-def _users(mem: Memory, users: list[str]) -> dict[int, int]:
-    """{superseded user turn: its superseder}, whole turns and statements alike."""
-    return {q // 2: new // 2 for q, new in superseded_positions(mem, users).items() if q % 2 == 0}
 
 
 # (a statement, the kinds of the user's fact it tells)
@@ -85,7 +80,7 @@ def test_fact_kinds(text: str, kinds: set[str]) -> None:
     (["I eat fish and chicken.", "Call me Sam, not Samuel."], {}),
 ])
 def test_life_updates(cold_memory: Memory, users: list[str], want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want
 
 
 def test_each_update_revises_its_own_statement(cold_memory: Memory) -> None:

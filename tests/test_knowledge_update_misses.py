@@ -31,16 +31,11 @@ Invariants:
 from __future__ import annotations
 
 import pytest
-from supersede_harness import CONV, FILLER, superseded_positions
+from supersede_harness import CONV, FILLER, superseded_users
 
 from tiermem import Memory
 from tiermem.consolidation.classify import TurnClassifier
 from tiermem.planner.candidates import AUTO_PIN_MIN_PRIORITY as PINNED
-
-
-def _users(mem: Memory, users: list[str]) -> dict[int, int]:
-    """{superseded user turn: its superseder}, whole turns and statements alike."""
-    return {q // 2: new // 2 for q, new in superseded_positions(mem, users).items() if q % 2 == 0}
 
 
 # (the user's turns, each answered "Noted.", and {superseded user turn: its superseder})
@@ -64,12 +59,12 @@ def _users(mem: Memory, users: list[str]) -> dict[int, int]:
     (["I live in Porto.", "I moved to Lisbon last month."], {0: 1}),
 ])
 def test_a_things_place_is_not_the_users(cold_memory: Memory, users: list[str], want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want
 
 
 def test_the_employer_sentence_stays_current(cold_memory: Memory) -> None:
     # the turn holding both: only the meeting's sentence is superseded, never the whole turn
-    _users(cold_memory, ["I work at Siemens. The meeting is in Berlin.", *FILLER, "Actually the meeting is in Munich."])
+    superseded_users(cold_memory, ["I work at Siemens. The meeting is in Berlin.", *FILLER, "Actually the meeting is in Munich."])
     first = cold_memory.cold.turns(CONV)[0]
     stmts = [s for s in cold_memory.cold.superseded_statements(CONV) if s.position == 0]
     assert first.superseded_by is None
@@ -115,7 +110,7 @@ def test_an_ordinal_of_no_date_stays_unpinned(classifier: TurnClassifier, text: 
     ("The dentist is on March 10.", "The dentist moved to March 12."),
 ])
 def test_a_day_correction_is_pinned_as_a_correction(cold_memory: Memory, fact: str, later: str) -> None:
-    assert _users(cold_memory, [fact, later]) == {0: 1}
+    assert superseded_users(cold_memory, [fact, later]) == {0: 1}
     rows = cold_memory.cold.turns(CONV)
     assert rows[0].priority >= PINNED and rows[2].intent == "correction" and rows[2].priority > rows[0].priority
 
@@ -148,7 +143,7 @@ def test_a_day_correction_is_pinned_as_a_correction(cold_memory: Memory, fact: s
 ])
 def test_a_retraction_by_a_kind_takes_the_named_place(cold_memory: Memory, users: list[str],
                                                      want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want
 
 
 # (the user's turns, each answered "Noted.", and {superseded user turn: its superseder}):
@@ -175,7 +170,7 @@ def test_a_retraction_by_a_kind_takes_the_named_place(cold_memory: Memory, users
 ])
 def test_a_noun_of_another_kind_takes_back_no_booking(cold_memory: Memory, users: list[str],
                                                       want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want
 
 
 # (the user's turns, and {superseded user turn: its superseder}): the request's own kind
@@ -193,7 +188,7 @@ def test_a_noun_of_another_kind_takes_back_no_booking(cold_memory: Memory, users
 ])
 def test_a_noun_of_the_requests_kind_takes_it_back(cold_memory: Memory, users: list[str],
                                                    want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want
 
 
 # (the user's turns, and {superseded user turn: its superseder}): a day of the month "now"
@@ -206,4 +201,4 @@ def test_a_noun_of_the_requests_kind_takes_it_back(cold_memory: Memory, users: l
     (["My rent is due on the 1st.", "The gym class is on the 5th now."], {}),
 ])
 def test_a_day_of_the_month_now_revises_its_day(cold_memory: Memory, users: list[str], want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want

@@ -22,18 +22,13 @@ Invariants (`supersede._not_needed`):
 from __future__ import annotations
 
 import pytest
-from supersede_harness import superseded_positions
+from supersede_harness import superseded_users
 
 from tiermem import Memory
 
 LONG_DAY = "I had a long day at work."
 MUM = "Remind me to call mum on Sunday."
 RENT = "Remind me to pay the rent on the 1st."
-
-
-def _users(mem: Memory, users: list[str]) -> dict[int, int]:
-    """{superseded user turn: its superseder}, whole turns and statements alike."""
-    return {q // 2: new // 2 for q, new in superseded_positions(mem, users).items() if q % 2 == 0}
 
 
 # (the user's turns, each answered "Noted.", and {superseded user turn: its superseder})
@@ -71,4 +66,4 @@ def _users(mem: Memory, users: list[str]) -> dict[int, int]:
       "No need to remind me about mum's birthday present."], {0: 2}),
 ])
 def test_no_need_names_the_reminder_whole(cold_memory: Memory, users: list[str], want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want

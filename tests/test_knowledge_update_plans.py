@@ -26,7 +26,7 @@ Invariants:
 from __future__ import annotations
 
 import pytest
-from supersede_harness import superseded_positions
+from supersede_harness import superseded_users
 
 from tiermem import Memory
 
@@ -35,11 +35,6 @@ HIKE = "We're going hiking on Saturday."
 NONGS_7PM = "Book a table at Nong's for Friday at 7pm."
 MUM = "Remind me to call mum at 6."
 ODEON = "Get two tickets at the Odeon for tonight."
-
-
-def _users(mem: Memory, users: list[str]) -> dict[int, int]:
-    """{superseded user turn: its superseder}, whole turns and statements alike."""
-    return {q // 2: new // 2 for q, new in superseded_positions(mem, users).items() if q % 2 == 0}
 
 
 # (the user's turns, each answered "Noted.", and {superseded user turn: its superseder})
@@ -84,4 +79,4 @@ def _users(mem: Memory, users: list[str]) -> dict[int, int]:
     ([MUM, "What's the weather tomorrow?", "No need to book anything."], {}),  # no booking asked for
 ])
 def test_plans_called_off(cold_memory: Memory, users: list[str], want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want

@@ -28,17 +28,11 @@ Invariants:
 from __future__ import annotations
 
 import pytest
-from supersede_harness import superseded_positions
+from supersede_harness import superseded_users
 
 from tiermem import Memory
 from tiermem.consolidation import supersede
 from tiermem.tiers.embed_onnx import FastEmbedder
-
-
-def _users(mem: Memory, users: list[str]) -> dict[int, int]:
-    """{superseded user turn: its superseder}, whole turns and statements alike."""
-    return {q // 2: new // 2 for q, new in superseded_positions(mem, users).items() if q % 2 == 0}
-
 
 NONGS_7PM = "Book a table at Nong's for Friday at 7pm."
 IVY = "Reserve a table at The Ivy for tomorrow."
@@ -114,7 +108,7 @@ def test_the_booked_thing_decides_the_kind(embedder: FastEmbedder, noun: str, re
 ])
 def test_a_noun_of_another_kind_takes_no_booking(cold_memory: Memory, users: list[str],
                                                  want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want
 
 
 # (the user's turns, each answered "Noted.", and {superseded user turn: its superseder})
@@ -134,7 +128,7 @@ def test_a_noun_of_another_kind_takes_no_booking(cold_memory: Memory, users: lis
     (["I'm allergic to peanuts.", "Cancel the reservations."], {}),
 ])
 def test_the_plural_takes_each_arrangement(cold_memory: Memory, users: list[str], want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want
 
 
 # (the user's turns, each answered "Noted.", and {superseded user turn: its superseder})
@@ -170,7 +164,7 @@ def test_the_plural_takes_each_arrangement(cold_memory: Memory, users: list[str]
     (["I have a meeting on Friday.", "Cancel the appointment."], {}),
 ])
 def test_a_stated_arrangement_is_called_off(cold_memory: Memory, users: list[str], want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want
 
 
 # A time or a clause after the thing called off (the reviewer's retract.py, 9 of 150
@@ -221,4 +215,4 @@ SAKURA_TOMORROW = "Book a table at Sakura for tomorrow."
     (["My phone number is 555-0000.", "Forget my old number, it's 555-1234 now."], {0: 1}),
 ])
 def test_a_time_after_the_noun_only_narrows(cold_memory: Memory, users: list[str], want: dict[int, int]) -> None:
-    assert _users(cold_memory, users) == want
+    assert superseded_users(cold_memory, users) == want
