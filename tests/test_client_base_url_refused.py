@@ -21,10 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hash_embedder import HashEmbedder
-from service_helpers import SCOPED_TOKENS, TOKEN_ACME, serve_in_thread
+from service_helpers import SCOPED_TOKENS, TOKEN_ACME, served_store
 
-from tiermem import Config, Memory
+from tiermem import Config
 from tiermem.client import AsyncClient, Client
 from tiermem.tiers.errors import ValidationError
 
@@ -55,9 +54,8 @@ REFUSED = [
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     cfg = Config(data_dir=tmp_path_factory.mktemp("client-base-url") / "data", auth_tokens=SCOPED_TOKENS)
-    with Memory(cfg, embedder=HashEmbedder(), hot=False, background_indexing=False) as mem, \
-            serve_in_thread(cfg, mem) as got:
-        yield got
+    with served_store(cfg) as served:
+        yield served.url
 
 
 @pytest.mark.parametrize("client_type", [Client, AsyncClient])

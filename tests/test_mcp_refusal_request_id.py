@@ -24,7 +24,7 @@ import pytest
 
 pytest.importorskip("mcp")
 from hash_embedder import HashEmbedder
-from service_helpers import SCOPED_TOKENS, TOKEN_ACME, TOKEN_ALICE, raw_request, serve_app, serve_in_thread
+from service_helpers import SCOPED_TOKENS, TOKEN_ACME, TOKEN_ALICE, raw_request, serve_app, served_store
 
 from tiermem import Config, Memory
 from tiermem.adapters import mcp_http
@@ -54,9 +54,8 @@ def _ping(raw_id: bytes) -> bytes:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     cfg = Config(data_dir=tmp_path_factory.mktemp("rpc-id") / "data", auth_tokens=SCOPED_TOKENS)
-    with Memory(cfg, embedder=HashEmbedder(), hot=False, background_indexing=False) as mem, \
-            serve_in_thread(cfg, mem) as url:
-        yield url
+    with served_store(cfg) as served:
+        yield served.url
 
 
 # (method, token, namespace header, body, status, the id the answer carries)
