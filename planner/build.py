@@ -87,6 +87,7 @@ import numpy as np
 
 from tiermem.planner import epoch_policy, late_pins, marks, middle, query_text
 from tiermem.planner.cache_rules import (
+    CACHEABLE_MIN_TOKENS,
     PROVIDERS,
     alive,
     anthropic_marks,
@@ -169,6 +170,21 @@ RECALL_FIRST_PASS_SHARE = {"recent_recall": 0.15, "targeted_recall": 0.7, "tempo
 # points less on 3 of the 4 dev replays; 0.6 and 0.7 measured worse on conv-26), small
 # enough to leave room for the appends of an epoch.
 EPOCH_START_FILL_SHARE = 0.54
+# Except where the provider's cache has expired (`cache_ttl_s`: a session resumed after a
+# gap): the epoch's first call is billed in full whatever it holds, and only its cacheable
+# part is worth paying for, so it is filled past the providers' minimum cacheable prefix
+# (planner.cache_rules.CACHEABLE_MIN_TOKENS) by the one unit that crosses it, and no
+# further; a recall fills its stable layers that far before its retrieved turns take the
+# room after them, so a later middle eviction has a cacheable head to keep (planner.middle)
+# instead of a new epoch. (On the four LoCoMo dev replays at 2,000 under expiry, with the
+# kept head counted as rendered too, planner.middle: conv-26 / 30 / 41 / 42 billed 22.59 /
+# 25.94 / 14.19 / 17.54% of cached full context under OpenAI's rules filled to the share,
+# 21.68 / 24.78 / 13.73 / 16.99% so; a fixed 32-token margin past the minimum billed more on
+# conv-26 / 41 / 42, and on conv-30 held out.)
+# Rounds of growing a resumed session's first context to the cacheable minimum
+# (`_fill_cacheable`): each grows the tail by the shortfall, the crossing unit included,
+# so one is almost always enough; the bound keeps a pathological count from looping
+FILL_CACHEABLE_ROUNDS = 3
 # How long the planner assumes a provider keeps a prompt cache (PlannerSettings.cache_ttl_s):
 # a call more than this after the previous one (by the log's created_at) starts a new epoch,
 # as every token of an extension would be a miss anyway. An hour, the longest common
@@ -438,12 +454,19 @@ class Planner:
         memory_last = self.settings.system_messages == "before_latest"
         fill_to = (int(call.budget * EPOCH_START_FILL_SHARE) - (call.budget - fixed.room)
                    if not memory_last or call.kept_from is None else 0)
+        # a session resumed after the provider's cache expired: filled only past the
+        # cacheable minimum (EPOCH_START_FILL_SHARE's note); a recall's stable layers first
+        resumed = self._resumed(call, fixed)
+        recall_first = resumed and plan.query_class in NEEDS_ROOM_CLASSES
+        if resumed:  # grown after packing, as rendered (_fill_cacheable); a recall's layers first
+            fill_to = (CACHEABLE_MIN_TOKENS - sum(rendered_length(self.tokens, m) for m in fixed.messages)
+                       if recall_first else 0)
         held_back = (frozenset({r.position for r in fixed.tail_rows if r.superseded_by is not None}
-                               | self.statements.positions(conv)) if fill_to > 0 else frozenset())
+                               | self.statements.positions(conv)) if fill_to > 0 or resumed else frozenset())
         packing.fill(caps, plan, fixed.tail_rows, table, self.settings.tail_anchor, fill_to,
                      kept_from=call.kept_from, held_back=held_back,
                      leftovers=plan.query_class in NEEDS_ROOM_CLASSES, latest_user=fixed.latest_user,
-                     memory_last=memory_last)
+                     memory_last=memory_last, tail_first=self._cached_size if recall_first else None)
         # a superseded turn the tail shows raw is marked in the retrieved block (planner.marks)
         marks.take(packing, marks.for_tail(self.candidates, conv, packing, fixed.tail_rows, call.zone))
         call.mark("pack")
@@ -451,6 +474,9 @@ class Planner:
         if fill_to > 0 and not memory_last and self.render.converting():
             messages, kinds, where, total = self._fill_as_sent(call, fixed, packing, held_back,
                                                                (messages, kinds, where, total))
+        if resumed:
+            messages, kinds, where, total = self._fill_cacheable(call, fixed, packing, held_back,
+                                                                 (messages, kinds, where, total))
         items, latest_item = self._items(call, fixed, packing)
         segs, total = self._epoch(call, fixed, packing, fresh_segments(messages, kinds, where, items, latest_item),
                                   total, latest_item)
@@ -737,6 +763,31 @@ class Planner:
             return fitted
         return self._fit(call, fixed, packing)
 
+    def _fill_cacheable(self, call: _Call, fixed: _Fixed, packing: Packing, held_back: frozenset[int],
+                        fitted: tuple[list[dict[str, Any]], list[str], list[int | None], int]
+                        ) -> tuple[list[dict[str, Any]], list[str], list[int | None], int]:
+        """A session resumed after the cache expired (`_resumed`), filled until its request
+        as rendered (planner.cache_rules.rendered_length: what a provider caches, which
+        the stored count only estimates) reaches CACHEABLE_MIN_TOKENS: the tail grows by
+        the shortfall, the unit that crosses it included, and is counted again (at most
+        FILL_CACHEABLE_ROUNDS times; `fitted` as it is when nothing more grows)."""
+        for _ in range(FILL_CACHEABLE_ROUNDS):
+            short = CACHEABLE_MIN_TOKENS - sum(rendered_length(self.tokens, m) for m in self.render.out(fitted[0]))
+            if short <= 0:
+                break
+            grown = len(packing.chosen["tail"])
+            packing.grow_tail(short, held_back, size=self._cached_size)
+            if len(packing.chosen["tail"]) == grown:
+                break
+            fitted = self._fit(call, fixed, packing)
+        return fitted
+
+    def _cached_size(self, c: Candidate) -> int:
+        """A packed unit's tokens as a provider caches them (rendered), its stored count
+        for a block line without messages of its own."""
+        body = c.body
+        return sum(rendered_length(self.tokens, m) for m in body["messages"]) if body else c.tokens
+
     def _items(self, call: _Call, fixed: _Fixed, packing: Packing) -> tuple[list[PlanItem], PlanItem | None]:
         """The plan's items in slice order, and the latest user message's."""
         conv, latest_user, latest_body = call.conv, fixed.latest_user, fixed.latest_body
@@ -925,6 +976,15 @@ class Planner:
                 + late_tokens, read_tip=self._tip(conv, fixed.tail_rows, read_position),
                 at=self._clock(prev, call, fixed), cached=cached))
         return segments, total
+
+    def _resumed(self, call: _Call, fixed: _Fixed) -> bool:
+        """Whether this call starts an epoch because the provider's cache has expired
+        since the previous one (`_expired`), under the layout that keeps epochs (the
+        default): every token of it is billed in full, whatever its size."""
+        return (call.prev is not None and self.settings.epochs
+                and self.settings.retrieved_placement == "before_latest"
+                and self.settings.system_messages != "before_latest"
+                and bool(self._expired(call.prev, call, fixed)))
 
     @staticmethod
     def _log_time(call: _Call, fixed: _Fixed) -> float | None:

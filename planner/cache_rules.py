@@ -63,6 +63,11 @@ PROVIDERS: dict[str, CacheRules] = {
                             min_prefix=1024, granularity=1, max_breakpoints=4, ttl_s=ANTHROPIC_TTL_S),
 }
 
+# The shortest prefix every provider above caches (rendered tokens): a context shorter
+# than this is billed in full at its next call, one at least this long is read back.
+CACHEABLE_MIN_TOKENS = max(r.min_prefix for r in PROVIDERS.values())
+
+
 def alive(rules: CacheRules, touched: float | None, at: float | None) -> bool:
     """Whether a prefix last read or written at `touched` is still cached at `at` (no
     time on either side, or no TTL: it is)."""

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tiermem.planner.cache_rules import CACHEABLE_MIN_TOKENS, rendered_length
 from tiermem.planner.candidates import Candidate
 from tiermem.planner.epoch import Segment
 from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint
@@ -41,11 +42,13 @@ from tiermem.tiers.formats import result_id
 from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
 
 # the head kept across the restart: the fewest leading messages that reach this many
-# tokens (the providers' 1,024-token minimum cacheable prefix and a margin for chat
-# formats that count a little differently: a shorter head is never cached, so a new epoch
-# is as cheap), and none when that takes more than MIDDLE_KEEP_SHARE of the budget (at a
-# small budget the head would crowd out the rest)
-MIDDLE_MIN_KEPT_TOKENS = 1040
+# tokens as the provider caches them (rendered: planner.cache_rules.rendered_length, the
+# providers' minimum cacheable prefix; a shorter head is never cached, so a new epoch is
+# as cheap, and every token past it is read back at every call), and none when that takes
+# more than MIDDLE_KEEP_SHARE of the budget (at a small budget the head would crowd out
+# the rest). It was 1,040 stored tokens (messages_tokens), about 1,060-1,090 rendered on
+# LoCoMo's short turns, 40-60 tokens a call billed in full past OpenAI's 128-token step.
+MIDDLE_MIN_KEPT_TOKENS = CACHEABLE_MIN_TOKENS
 MIDDLE_KEEP_SHARE = 0.6
 # The turns rebuilt after the head besides what arrived since: older ones up to this
 # share of the budget (the previous user message when it fits). Every token of it is
@@ -88,6 +91,7 @@ class _PrefixTokens:
         self.tokens = tokens
         self.msgs: list[dict[str, Any]] = []
         self.cum = [0]  # cum[i]: tokens of the first i messages, without the reply priming
+        self.shown = [0]  # shown[i]: the first i messages as rendered (cache_rules.rendered_length)
 
     def total(self, msgs: list[dict[str, Any]]) -> int:
         same = 0
@@ -96,15 +100,21 @@ class _PrefixTokens:
                 break
             same += 1
         del self.cum[same + 1:]
+        del self.shown[same + 1:]
         for m in msgs[same:]:
             self.cum.append(self.cum[-1] + message_tokens(self.tokens, m))
+            self.shown.append(self.shown[-1] + rendered_length(self.tokens, m))
         self.msgs = msgs
         return self.cum[-1] + REPLY_PRIMING_TOKENS if msgs else 0
+
+    def rendered(self) -> int:
+        """The last prefix `total` counted, in rendered tokens (what a provider caches)."""
+        return self.shown[-1]
 
 
 def head_cut(segments: Sequence[Segment], tokens: TokenCounter, budget: int,
              sent: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] = _as_planned) -> int | None:
-    """How many leading segments stay: the fewest whose tokens reach
+    """How many leading segments stay: the fewest whose rendered tokens reach
     `MIDDLE_MIN_KEPT_TOKENS` (a head past a provider's minimum cacheable prefix, and no
     longer: every call reads it back), stopping before the latest user
     message and never inside a tool unit (a result would be cut from its call, a parallel
@@ -125,7 +135,7 @@ def head_cut(segments: Sequence[Segment], tokens: TokenCounter, budget: int,
         # never inside a unit: a tool result (of any kind), or a unit's later message (a
         # tail segment without items: a parallel call, the call after its reasoning item)
         inside = nxt is not None and (result_id(nxt.message) is not None or (nxt.kind == "tail" and not nxt.items))
-        if kept >= MIDDLE_MIN_KEPT_TOKENS and not inside:
+        if counted.rendered() >= MIDDLE_MIN_KEPT_TOKENS and not inside:
             return k
     return None
 

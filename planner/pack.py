@@ -38,6 +38,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tiermem.planner import excerpt
@@ -92,7 +93,8 @@ class Packing:
     def fill(self, caps: dict[str, int], plan: Plan, tail_rows: list[TurnRow], table: TurnTable,
              tail_anchor: int, fill_to: int = 0, *, kept_from: int | None = None,
              held_back: frozenset[int] = frozenset(), leftovers: bool = True,
-             latest_user: int | None = None, memory_last: bool = False) -> None:
+             latest_user: int | None = None, memory_last: bool = False,
+             tail_first: Callable[[Candidate], int] | None = None) -> None:
         """Each slice up to its cap, then the leftovers to the per-turn part; then, when
         the slices use less than `fill_to` tokens of the room, older tail turns up to it
         (`grow_tail`). `memory_last` (system_messages="before_latest"): `kept_from` is the
@@ -101,7 +103,11 @@ class Packing:
         a pin it grows over leaves the memory message's pinned block. `latest_user`: the latest
         user message's position; the tail units after it (the current tool loop) are kept
         up to the room left (`take_loop`), not only the tail's share. `leftovers=False` (a
-        narrow retrieval): the retrieved slice keeps to its cap."""
+        narrow retrieval): the retrieved slice keeps to its cap. `tail_first` (a recall in
+        a session resumed after the cache expired, planner.build): the tail grows before
+        the retrieved slice takes its room, until the layers before it reach `fill_to`
+        on their own, measured by `tail_first` (a unit's tokens as the provider caches
+        them), the unit that crosses it included."""
         if self.pools["pinned"]:
             # at least the highest-priority pin fits (a constraint left out is an answer
             # gone wrong): still a function of the pins and the budget, not of the class
@@ -125,6 +131,9 @@ class Packing:
         self.withdraw("pinned", {p for c in self.chosen["tail"] for p in c.group})
         self.take("pinned", caps["pinned"])  # the room a pin in the tail freed goes to the next pin
         self.take("summary", caps["summary"])
+        if tail_first is not None:
+            have = sum(tail_first(c) for s in ("pinned", "summary", "tail") for c in self.chosen[s])
+            self.grow_tail(fill_to - have, held_back, size=tail_first)
         self.withdraw("retrieved", self.shown_verbatim())
         self.take("retrieved", caps["retrieved"])
         # leftovers go to the per-turn part only: the stable layers keep their sizes, so
@@ -162,7 +171,8 @@ class Packing:
             self.used["tail"] += c.tokens
             self.remaining -= c.tokens
 
-    def grow_tail(self, extra: int, held_back: frozenset[int] = frozenset(), pins_once: bool = False) -> None:
+    def grow_tail(self, extra: int, held_back: frozenset[int] = frozenset(), pins_once: bool = False,
+                  size: Callable[[Candidate], int] | None = None) -> None:
         """Older tail units, newest first, up to `extra` tokens more, stopping before a
         unit that holds a position of `held_back` (a turn superseded wholly or in part: the
         tail shows messages raw, so an old value there would read as current) or one that
@@ -187,7 +197,9 @@ class Packing:
         cacheable from its second call and leaves the rest of the room to grow into. Only
         room nothing else wanted is used (retrieved turns were taken first), so a recall
         question's per-turn part is as large as before; a retrieved turn the grown tail
-        now shows verbatim leaves the retrieved slice."""
+        now shows verbatim leaves the retrieved slice. `size`: `extra` is a floor measured
+        by it (a unit's tokens as the provider caches them): the unit that crosses it is
+        taken too, room permitting, so the tail reaches `extra` instead of stopping under it."""
         pool = self.pools["tail"]  # after stable_tail: the units older than the tail, newest first
         # the pins the pinned block shows (the default layout keeps them there)
         pinned = set() if pins_once else {p for c in self.chosen["pinned"] if c.conversation_id == self.conv
@@ -202,7 +214,7 @@ class Packing:
                 pool.pop(0)  # shown in the pinned block: passed over, and not shown again
                 continue
             back = self._retrieved_tokens_at(at)  # what its retrieved line gives back
-            if c.tokens > min(extra, self.remaining) + back:
+            if c.tokens > self.remaining + back or (size is None and c.tokens > extra + back):
                 break  # an older unit never jumps one that does not fit
             pool.pop(0)
             self.withdraw("retrieved", at)
@@ -210,7 +222,7 @@ class Packing:
                 self.withdraw("pinned", at)
             self.remaining -= c.tokens
             self.used["tail"] += c.tokens
-            extra -= c.tokens - back
+            extra -= (c.tokens if size is None else size(c)) - back
             grown.append(c)
         self.chosen["tail"].extend(grown)
 

@@ -1,6 +1,6 @@
 """Evicting from the middle (planner.middle, issue 22): when an epoch's room is used up on
 a new user message, the previous context's head (the stable layers and the turns after
-them, the fewest that reach MIDDLE_MIN_KEPT_TOKENS) stays byte for byte, and only the newest
+them, the fewest that reach MIDDLE_MIN_KEPT_TOKENS as rendered) stays byte for byte, and only the newest
 turns are rebuilt after it; the head is marked as a breakpoint and kept by later
 restarts. Fails on the code before: a used-up epoch started a new one, rebuilding all
 but the stable layers (the plan said new_epoch, and only the layers were a shared prefix).
@@ -13,6 +13,7 @@ import random
 import pytest
 
 from tiermem import Memory
+from tiermem.planner.cache_rules import rendered_length
 from tiermem.planner.candidates import Candidate
 from tiermem.planner.middle import MIDDLE_KEEP_SHARE, MIDDLE_MIN_KEPT_TOKENS, rebuilt_tail
 from tiermem.tiers.tokens import messages_tokens
@@ -62,7 +63,10 @@ def test_a_used_up_epoch_keeps_its_head_and_rebuilds_the_newest_turns(memory: Me
         k = head[0].index + 1
         assert msgs[:k] == prev[:k]  # the head stays byte for byte: the cache serves it
         assert plan.cache.expected_cached_tokens >= head[0].tokens
-        assert MIDDLE_MIN_KEPT_TOKENS <= messages_tokens(memory.tokens, msgs[:k]) <= MIDDLE_KEEP_SHARE * BUDGET
+        # the fewest leading messages that reach the minimum as a provider caches them (rendered)
+        assert sum(rendered_length(memory.tokens, m) for m in msgs[:k]) >= MIDDLE_MIN_KEPT_TOKENS
+        assert sum(rendered_length(memory.tokens, m) for m in msgs[:k - 1]) < MIDDLE_MIN_KEPT_TOKENS
+        assert messages_tokens(memory.tokens, msgs[:k]) <= MIDDLE_KEEP_SHARE * BUDGET
         # after the head: the newest turns, the previous user message and the reply just made
         assert msgs[-2] == prev[-1] or msgs[-3] == prev[-1]
         assert msgs[-2]["role"] == "assistant"

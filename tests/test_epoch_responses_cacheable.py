@@ -7,7 +7,7 @@ A Responses input message carries no `name` (the `openai` package's
 `EasyInputMessageParam`: content, role, phase, type), so `to_responses` drops it and a
 named turn is a few tokens shorter sent than stored. The planner sized an epoch's start
 (EPOCH_START_FILL_SHARE) and a middle eviction's kept head (MIDDLE_MIN_KEPT_TOKENS) on the
-stored form. Fails on the code before: under "responses" the epoch start sent under 1,024
+stored form (the head is now counted as rendered: planner.middle). Fails on the code before: under "responses" the epoch start sent under 1,024
 tokens and the kept head too (963 sent of 1,040 stored on the reviewer's LoCoMo calls), so
 the next call shared a prefix no provider caches (billed 59.5% / 64.4% of uncached against
 chat's 36.5% / 38.1%). Real SQLite, the real model and tokenizer, no hot tier.
@@ -82,10 +82,14 @@ def test_each_call_shares_a_cacheable_prefix_with_the_previous_one(
                 assert ctx.messages[:k] == prev[:k] and k > 0, (i, cache)
                 evicted = k < len(prev)
                 evictions += evicted
-                # and that shared prefix is one a provider caches
-                if cache.expected_cached_tokens < MIN_PREFIX:
-                    short_prefixes.append((i, "evicted" if evicted else "appended", cache.expected_cached_tokens))
-                shared.append(cache.expected_cached_tokens)
+                # and that shared prefix is one a provider caches: counted as the provider
+                # does, on the rendered request (the plan's openai_cached_tokens, by
+                # planner.cache_rules), since the kept head is sized that way (a head of
+                # 1,024 rendered tokens is 1,000 or so stored: its role tokens are not stored)
+                got = cache.openai_cached_tokens or 0
+                if got < MIN_PREFIX:
+                    short_prefixes.append((i, "evicted" if evicted else "appended", got))
+                shared.append(got)
             prev = ctx.messages
             mem.append("c", {"role": "assistant", "name": NAMES[1],
                              "content": f"Lovely, {i + 2} seedlings is a good start."})
