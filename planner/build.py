@@ -310,7 +310,7 @@ class _Call:
     plan: Plan
     t0: float
     timings: dict[str, float] = field(default_factory=dict)
-    record: bool = True  # False: a what-if plan (the inspector's), the epoch is not advanced
+    record: bool = True  # False: a what-if plan (a recall eval's, the inspector's), the epoch is not advanced
     timezone: str = UTC_NAME  # the user's calendar for this call (its days, shown dates)
     kept_from: int | None = None  # before_latest: where the previous call's turns began, kept
     # the previous call's state, read once per call so every step sees the same one
@@ -325,6 +325,9 @@ class _Call:
     # the budget given (budget + pending), so a call with one extends an epoch as the call
     # whose latest message the log holds does (planner.epoch: a changed budget is a new one)
     pending: int = 0
+    # planned as a recorded call is, whatever `record` says: a preview (the inspector's
+    # "what the agent would get now") is planned as the agent's recorded call, storing nothing
+    as_recorded: bool = True
 
     @property
     def zone(self) -> Zone:
@@ -403,6 +406,7 @@ class Planner:
         started: float | None = None,
         stages: Mapping[str, float] | None = None,
         pending_tokens: int = 0,
+        preview: bool = False,
     ) -> Context:
         """`table`: the conversation's turn table when the caller just read it (in this
         call's zone: `TurnCache.get`). `record=False` (a what-if plan, e.g. the inspector's):
@@ -415,7 +419,9 @@ class Planner:
         that `plan.timings_ms` times the whole call; without them, from this call's start.
         `pending_tokens`: what the caller sends after the context (a message not in the log
         yet, `Memory.context`): the context is planned under `budget` less them (the plan's
-        budget), its epoch keyed by `budget`."""
+        budget), its epoch keyed by `budget`. `preview=True`: planned as a recorded call is
+        (a first context leaves the new epoch's reserve), the epoch not advanced (`record`
+        is then ignored): what the agent's next recorded call gets, shown without changing it."""
         t0 = started if started is not None else time.perf_counter()
         self.statements.begin()
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
@@ -426,7 +432,7 @@ class Planner:
         tz_name = optional_timezone(timezone) or self.settings.timezone
         conv = conversation_id
         if table is None and not self.turns.holds(conv):  # a caller that read the table made it (Memory)
-            self.refuse_unfit(conv, budget, system=system, truncate_latest=truncate_latest)
+            self.refuse_unfit(conv, budget, system=system, truncate_latest=truncate_latest, pending=pending_tokens)
         table = table if table is not None else self.turns.get(conv, tz_name)
         turns_ms = (time.perf_counter() - t0) * MS_PER_S
         hot = hot or HotView({}, {}, degraded=True)
@@ -438,7 +444,7 @@ class Planner:
         timings = dict(stages or {})
         timings.setdefault("turns", turns_ms)
         call = _Call(conv, namespace, query, budget, system, hot, summaries, namespace_recall, table, plan, t0,
-                     timings, record, tz_name, pending=pending_tokens)
+                     timings, record and not preview, tz_name, pending=pending_tokens, as_recorded=record or preview)
         fixed = self._fixed(call, truncate_latest)
         call.mark("fixed")
         pools, caps = self._candidates(call, fixed)
@@ -573,7 +579,7 @@ class Planner:
         base = REPLY_PRIMING_TOKENS + system_tokens
         latest_body = (wire_body(tail_msgs[latest_user].body)
                        if latest_user is not None and latest_user in tail_msgs else None)
-        self._refuse(budget, system_tokens, latest_body, truncate_latest)
+        self._refuse(budget, system_tokens, latest_body, truncate_latest, call.pending)
         latest_truncated = False
         if latest_body is not None and base + message_tokens(self.tokens, latest_body) > budget:
             # truncate_latest (else _refuse raised)
@@ -589,29 +595,33 @@ class Planner:
         return _Fixed(fixed_msgs, tail_rows, tail_msgs, hidden, latest_user, latest_body, latest_truncated, room)
 
     def _refuse(self, budget: int, system_tokens: int, latest_body: dict[str, Any] | None,
-                truncate_latest: bool) -> None:
-        """BudgetTooSmall when the fixed part cannot fit `budget`: the system prompt
-        (`system_tokens`), the reply priming and the latest user message (`latest_body`, its
-        wire form; None: no user message), whole or, with `truncate_latest`, the least a
-        truncated one takes. The error names each fixed part: a system prompt past the
-        budget on its own is the caller's to shorten, and truncating cannot help it."""
+                truncate_latest: bool, pending: int = 0) -> None:
+        """BudgetTooSmall when the fixed part cannot fit `budget` (the room: the budget given
+        less the caller's `pending` tokens, which the error names as such, never the room as
+        the budget): the system prompt (`system_tokens`), the reply priming and the latest
+        user message (`latest_body`, its wire form; None: no user message), whole or, with
+        `truncate_latest`, the least a truncated one takes. The error names each fixed part:
+        a system prompt past the budget on its own is the caller's to shorten, and
+        truncating cannot help it."""
         base = REPLY_PRIMING_TOKENS + system_tokens
+        given = budget + pending
         if latest_body is None:
             if base > budget:
-                raise BudgetTooSmall(budget, base, system=system_tokens, priming=REPLY_PRIMING_TOKENS)
+                raise BudgetTooSmall(given, base, system=system_tokens, priming=REPLY_PRIMING_TOKENS, pending=pending)
             return
         need = message_tokens(self.tokens, latest_body)
         if base + need <= budget:
             return
         if not truncate_latest:
-            raise BudgetTooSmall(budget, base + need, system=system_tokens, priming=REPLY_PRIMING_TOKENS,
-                                 latest=need)
+            raise BudgetTooSmall(given, base + need, system=system_tokens, priming=REPLY_PRIMING_TOKENS,
+                                 latest=need, pending=pending)
         least = message_tokens(self.tokens, {"role": "user", "content": ""}) + TRUNCATION_MARGIN_TOKENS + 1
         if budget - base - least + 1 < 1:
-            raise BudgetTooSmall(budget, base + least, truncated=True, system=system_tokens,
-                                 priming=REPLY_PRIMING_TOKENS, latest=least)
+            raise BudgetTooSmall(given, base + least, truncated=True, system=system_tokens,
+                                 priming=REPLY_PRIMING_TOKENS, latest=least, pending=pending)
 
-    def refuse_unfit(self, conv: str, budget: int, *, system: str | None, truncate_latest: bool) -> None:
+    def refuse_unfit(self, conv: str, budget: int, *, system: str | None, truncate_latest: bool,
+                     pending: int = 0) -> None:
         """The BudgetTooSmall `build` would raise, raised before the turn table is read (the
         first read of a conversation of long turns derives every turn's keywords and
         periods: seconds that a refusal need not pay). Callers ask only while the turn cache
@@ -621,12 +631,13 @@ class Planner:
         message's stored token count (the turn index's, taken when it was appended) says
         the fixed part may not fit; then the exact check, the very one `build` makes (the
         same message, hidden and cleared turns skipped, counted in its wire form). Where
-        this check passes, `build` checks again on what it reads."""
+        this check passes, `build` checks again on what it reads. `budget`: the room, the
+        budget given less the caller's `pending` tokens (`build`'s `pending_tokens`)."""
         system_tokens = message_tokens(self.tokens, {"role": "system", "content": system}) if system else 0
         base = REPLY_PRIMING_TOKENS + system_tokens
         newest = self.cold.latest_position(conv, "user")
         if newest is None:  # no user message at all: the system prompt and the priming
-            self._refuse(budget, system_tokens, None, truncate_latest)
+            self._refuse(budget, system_tokens, None, truncate_latest, pending)
             return
         rows = self.cold.turns_at(conv, [newest])
         if rows and base + rows[0].tokens <= budget:
@@ -635,7 +646,7 @@ class Planner:
         latest = (newest if newest > cleared and newest not in hidden
                   else self.cold.latest_position(conv, "user", after=cleared, skip=hidden))
         got = self.cold.get(conv, [latest]) if latest is not None else []
-        self._refuse(budget, system_tokens, wire_body(got[0].body) if got else None, truncate_latest)
+        self._refuse(budget, system_tokens, wire_body(got[0].body) if got else None, truncate_latest, pending)
 
     def _candidates(self, call: _Call, fixed: _Fixed) -> tuple[dict[str, list[Candidate]], dict[str, int]]:
         """Each slice's candidates, best first (the tail newest first), and each slice's
@@ -720,7 +731,8 @@ class Planner:
             if total <= budget:
                 break
             if not packing.drop_one(plan):
-                raise BudgetTooSmall(budget, total, truncated=fixed.latest_truncated,
+                pending = call.pending if limit is None else 0  # the room is the budget given less them
+                raise BudgetTooSmall(budget + pending, total, truncated=fixed.latest_truncated, pending=pending,
                                      system=sum(message_tokens(self.tokens, m) for m in fixed.messages),
                                      priming=REPLY_PRIMING_TOKENS,
                                      latest=None if fixed.latest_body is None
@@ -880,11 +892,12 @@ class Planner:
         # call, or the first after a restart or a lost state, on a log of any length): its
         # user message is new to every context kept, and filled to the brim it left the
         # next turn no room, a second miss in a row ("room used up"). A what-if plan
-        # (record=False) has no next call to leave room for: planned as before
+        # (record=False) has no next call to leave room for: planned as before. A preview
+        # (the inspector's) is planned as the recorded call it shows (as_recorded)
         moved_on = (latest_user is not None and self.settings.epochs
                     and self.settings.retrieved_placement == "before_latest"
                     and self.settings.system_messages != "before_latest"
-                    and (call.record if prev is None
+                    and (call.as_recorded if prev is None
                          else prev.latest_user is not None and latest_user != prev.latest_user))
         excess = total - (call.budget - epoch_policy.reserve_tokens(call.budget)) if moved_on else 0
         if prev is not None and not why_new:

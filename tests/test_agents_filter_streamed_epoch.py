@@ -139,11 +139,11 @@ REFUSED = {
     "negative": (-1, ValidationError, None),
     # a bool is no integer here, as for budget
     "a bool": (True, ValidationError, None),
-    # the whole budget: nothing left beside the reply priming (BudgetTooSmall, as the
-    # filter raises for a question past the budget alone)
-    "the budget": (BUDGET_TOKENS, BudgetTooSmall, BudgetTooSmall.PART_LATEST),
+    # the whole budget: nothing left beside the reply priming (BudgetTooSmall naming
+    # pending_tokens, not the log's latest user message: tests/test_pending_tokens_refusal.py)
+    "the budget": (BUDGET_TOKENS, BudgetTooSmall, BudgetTooSmall.PART_PENDING),
     # one token short of fitting beside the priming
-    "one past": (BUDGET_TOKENS - REPLY_PRIMING_TOKENS + 1, BudgetTooSmall, BudgetTooSmall.PART_LATEST),
+    "one past": (BUDGET_TOKENS - REPLY_PRIMING_TOKENS + 1, BudgetTooSmall, BudgetTooSmall.PART_PENDING),
 }
 
 
@@ -161,4 +161,5 @@ def test_pending_tokens_past_the_budget_or_not_a_count_are_refused(url_mem: tupl
                 assert err.value.field == "pending_tokens"  # type: ignore[attr-defined]
             else:
                 assert err.value.part == part  # type: ignore[attr-defined]
+                assert err.value.field == "pending_tokens"  # type: ignore[attr-defined]
                 assert err.value.needed == REPLY_PRIMING_TOKENS + value  # type: ignore[attr-defined]

@@ -119,8 +119,9 @@ def test_plan_shows_layers_left_out_cache_and_stays_under_budget(client: TestCli
         tokens = int(re.search(r'data-tokens="(\d+)" data-budget="(\d+)"', r.text).group(1))  # type: ignore[union-attr]
         assert tokens <= budget
         text = unescape(r.text)
-        # the same plan as the library makes (a what-if changes nothing, so it is repeatable)
-        plan = mem.context(CONV, q, budget, namespace="acme", record=False).plan
+        # the same plan as the library makes (a what-if changes nothing, so it is repeatable):
+        # the agent's recorded call, previewed (tests/test_inspector_preview_first_call.py)
+        plan = mem.context(CONV, q, budget, namespace="acme", preview=True).plan
         assert tokens == plan.tokens
         assert f"Tokens shared with the previous call</dt><dd id=\"cached-tokens\">{plan.cache.expected_cached_tokens} " in text
         assert "Boundary" in text and "Breakpoints" in text

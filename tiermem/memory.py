@@ -1616,11 +1616,16 @@ class Memory:
         record: bool = True,
         timezone: str | None = None,
         pending_tokens: int = 0,
+        preview: bool = False,
     ) -> Context:
         """The slice of the past to send with this turn: OpenAI-format messages, their
         exact token count (never above `budget`) and the plan that says why. `record=False`:
-        a what-if plan (the inspector's) that neither advances the prompt-cache epoch nor
-        lands in the plans table, so the agent's next call sees no difference. `timezone`:
+        a what-if plan (a recall eval's fresh context) that neither advances the prompt-cache
+        epoch nor lands in the plans table, so the agent's next call sees no difference;
+        planned as no next call extends it (a conversation's first context fills the room).
+        `preview=True` (the inspector's "what the agent would get now"): planned exactly as
+        this call recorded would be (a first context leaves the new epoch's reserve), while
+        storing nothing, as `record=False` (whatever `record` says). `timezone`:
         the user's IANA zone for this call (None: `Config.timezone`): the calendar of the
         days turns tell of and the query names, and the clock of the dates shown; a change
         from the previous call's starts a new prompt-cache epoch. `pending_tokens`: what the
@@ -1628,7 +1633,9 @@ class Memory:
         Agents run's question, saved after the model call): the context is planned under
         `budget` less them, so the whole request stays within `budget`, while the epoch
         stays keyed by `budget` (the next call, with that message in the log, extends it);
-        past the budget beside the reply priming: `BudgetTooSmall` (part latest)."""
+        past the budget beside the reply priming: `BudgetTooSmall` (part pending, field
+        `pending_tokens`); a room left too small for the fixed part: `BudgetTooSmall`
+        naming the budget less them."""
         tz = optional_timezone(timezone) or self.config.timezone
         name, ns, conv = self._key(conversation_id, namespace)
         if query is not None:
@@ -1637,7 +1644,7 @@ class Memory:
         check_int(pending_tokens, "pending_tokens", 0, MAX_BUDGET_TOKENS, "tokens")
         if pending_tokens and REPLY_PRIMING_TOKENS + pending_tokens > budget:
             raise BudgetTooSmall(budget, REPLY_PRIMING_TOKENS + pending_tokens, priming=REPLY_PRIMING_TOKENS,
-                                 latest=pending_tokens)
+                                 pending=pending_tokens)
         if system is not None:
             self._text(system, "system")
         if query:
@@ -1646,9 +1653,11 @@ class Memory:
             load_in_background(self.embedder)
         # the turn cache's keyword index, the query's label, stems, counts and vector are
         # remembered for this conversation only (tiers.memo)
+        record = record and not preview  # a preview stores nothing
         with remembered_for(self._scope(conv)):
             ctx = self._context(conv, query, budget, ns=ns, system=system, namespace_recall=namespace_recall,
-                                truncate_latest=truncate_latest, record=record, tz=tz, pending_tokens=pending_tokens)
+                                truncate_latest=truncate_latest, record=record, tz=tz, pending_tokens=pending_tokens,
+                                preview=preview)
         _name_plan(ctx.plan, conv, name, self.cold)
         if self.config.store_plans and record:
             self.cold.store_plan(conv, ctx.plan.to_json())
@@ -1657,12 +1666,13 @@ class Memory:
 
     def _context(self, conv: str, query: str | None, budget: int, *, ns: str, system: str | None,
                  namespace_recall: bool, truncate_latest: bool, record: bool, tz: str,
-                 pending_tokens: int = 0) -> Context:
+                 pending_tokens: int = 0, preview: bool = False) -> Context:
         """`context` for a conversation's key, once its arguments are checked."""
         # a refusal costs no turn table: the latest message alone past the budget is refused
         # before the first read of the conversation derives every turn's keywords and periods
         if not self.turns.holds(conv):
-            self.planner.refuse_unfit(conv, budget - pending_tokens, system=system, truncate_latest=truncate_latest)
+            self.planner.refuse_unfit(conv, budget - pending_tokens, system=system, truncate_latest=truncate_latest,
+                                      pending=pending_tokens)
         table = None
         failure: Exception | None = None
         cut = 0  # turns left without a vector by CONTEXT_EMBED_POOLS
@@ -1717,7 +1727,7 @@ class Memory:
                                      summaries=summaries,
                                      namespace_recall=namespace_recall and self.config.namespace_recall,
                                      truncate_latest=truncate_latest, table=table, record=record, timezone=tz,
-                                     started=t0, stages=stages, pending_tokens=pending_tokens)
+                                     started=t0, stages=stages, pending_tokens=pending_tokens, preview=preview)
         finally:
             self._caught_up(failure)
         if cut:
@@ -2155,11 +2165,12 @@ class NamespacedMemory:
 
     def context(self, conversation_id: str, query: str | None = None, budget: int = DEFAULT_BUDGET_TOKENS, *,
                 system: str | None = None, namespace_recall: bool = True, truncate_latest: bool = False,
-                record: bool = True, timezone: str | None = None, pending_tokens: int = 0) -> Context:
+                record: bool = True, timezone: str | None = None, pending_tokens: int = 0,
+                preview: bool = False) -> Context:
         return self.memory.context(conversation_id, query, budget, system=system, namespace_recall=namespace_recall,
                                    truncate_latest=truncate_latest, namespace=self.namespace, record=record,
                                    timezone=timezone if timezone is not None else self.timezone,
-                                   pending_tokens=pending_tokens)
+                                   pending_tokens=pending_tokens, preview=preview)
 
     def consolidate(self, conversation_id: str) -> int:
         """Refresh one conversation's warm views now (the all-namespace sweep is the

@@ -371,36 +371,55 @@ class BudgetTooSmall(ValidationError):
     exceeds the budget (truncating the latest message cannot help, so no such advice),
     PART_TRUNCATED when not even a truncated latest message fits beside it, PART_LATEST
     when the whole latest message does not (truncate_latest=True would help), PART_PRIMING
-    when a budget below the priming meets a conversation with no user message."""
+    when a budget below the priming meets a conversation with no user message.
+    `pending`: the caller's `pending_tokens` (what it sends after the context), planned
+    around: the context's room is `budget` (the budget given) less them, and the message
+    says so ("budget 1000 less pending_tokens 990 leaves 10 tokens, which cannot hold ...")
+    rather than naming the room as if it were the budget. PART_PENDING (field
+    `pending_tokens`): the pending tokens with the reply priming alone exceed the budget,
+    so no context fits whatever the conversation holds."""
 
     PART_SYSTEM = "system"
     PART_LATEST = "latest"
     PART_TRUNCATED = "truncated_latest"
     PART_PRIMING = "priming"
+    PART_PENDING = "pending"
 
     def __init__(self, budget: int, needed: int, *, truncated: bool = False, system: int = 0,
-                 priming: int = 0, latest: int | None = None) -> None:
-        self.budget, self.needed = budget, needed
+                 priming: int = 0, latest: int | None = None, pending: int = 0) -> None:
+        self.budget, self.needed, self.pending_tokens = budget, needed, pending
         self.system_tokens, self.priming_tokens, self.latest_tokens = system, priming, latest
+        if pending and priming + pending > budget:  # nothing of the context can fit: the caller's own count
+            self.part = self.PART_PENDING
+            super().__init__("pending_tokens", (
+                f"{pending} pending tokens and the reply priming ({priming}) take {needed} tokens, past the "
+                f"budget ({budget}) before any of the context; lower pending_tokens or raise the budget"))
+            return
+        room = budget - pending  # what the context is planned under
+        # the room named as what it is: the budget given less the pending tokens, not a budget
+        head = f"budget {budget} less pending_tokens {pending} leaves {room} tokens, which" if pending else \
+            f"{budget} tokens"
+        raise_budget = "raise the budget (or lower pending_tokens)" if pending else "raise the budget"
         beside = (f" beside the system prompt ({system} tokens) and the reply priming ({priming})"
                   if system else f" with the reply priming ({priming})" if priming else "")
+        budget = room
         if system and system + priming > budget:
             self.part = self.PART_SYSTEM
-            problem = (f"{budget} tokens cannot hold the system prompt ({system} tokens, {system + priming} "
+            problem = (f"{head} cannot hold the system prompt ({system} tokens, {system + priming} "
                        f"with the reply priming; {needed} tokens in all) before any message; shorten the system "
-                       "prompt or raise the budget")
+                       f"prompt or {raise_budget}")
         elif latest is None:  # no latest user message: the fixed part is the system prompt and priming
             self.part = self.PART_SYSTEM if system else self.PART_PRIMING
-            problem = (f"{budget} tokens cannot hold the fixed part of a context ({needed} tokens: the system "
-                       f"prompt's {system} and the reply priming's {priming}); raise the budget")
+            problem = (f"{head} cannot hold the fixed part of a context ({needed} tokens: the system "
+                       f"prompt's {system} and the reply priming's {priming}); {raise_budget}")
         elif truncated:
             self.part = self.PART_TRUNCATED
-            problem = (f"{budget} tokens cannot hold even a truncated latest user message (at least {latest} tokens"
-                       f"{beside}: {needed} tokens in all); raise the budget")
+            problem = (f"{head} cannot hold even a truncated latest user message (at least {latest} tokens"
+                       f"{beside}: {needed} tokens in all); {raise_budget}")
         else:
             self.part = self.PART_LATEST
-            problem = (f"{budget} tokens cannot hold the latest user message ({latest} tokens{beside}: {needed} "
-                       "tokens in all); raise the budget or pass truncate_latest=True")
+            problem = (f"{head} cannot hold the latest user message ({latest} tokens{beside}: {needed} "
+                       f"tokens in all); {raise_budget} or pass truncate_latest=True")
         super().__init__("budget", problem)
 
     @classmethod
@@ -409,16 +428,24 @@ class BudgetTooSmall(ValidationError):
         field and the message), with its `part`, `needed`, `budget` and the parts' tokens
         the message states; None for any other problem. The system prompt's message does
         not state the latest message's tokens: `latest_tokens` is None there."""
+        if (m := _BUDGET_PENDING_ONLY.fullmatch(problem)) is not None:
+            exc = cls(int(m["budget"]), int(m["needed"]), priming=int(m["priming"]), pending=int(m["pending"]))
+            return exc if exc.problem == problem else None
+        given, pending, body = None, 0, problem
+        if (m := _BUDGET_PENDING_HEAD.fullmatch(problem)) is not None:  # the room, named as the budget less them
+            given, pending, body = int(m["budget"]), int(m["pending"]), f"{m['room']} tokens {m['rest']}"
         for pattern, truncated in _BUDGET_PROBLEMS:
-            m = pattern.fullmatch(problem)
+            m = pattern.fullmatch(body)
             if m is None:
                 continue
             got = {k: int(v) for k, v in m.groupdict().items() if v is not None}
+            if given is not None:
+                got["budget"] = given
             if "with_priming" in got:  # the system prompt's message states it with the priming
                 got["priming"] = got.pop("with_priming") - got["system"]
             if "priming_only" in got:  # no system prompt: the priming alone beside the latest message
                 got["priming"] = got.pop("priming_only")
-            exc = cls(got.pop("budget"), got.pop("needed"), truncated=truncated, **got)
+            exc = cls(got.pop("budget"), got.pop("needed"), truncated=truncated, pending=pending, **got)
             # only a message this class writes: read back, it must be the same message
             return exc if exc.problem == problem else None
         return None
@@ -427,6 +454,12 @@ class BudgetTooSmall(ValidationError):
 # BudgetTooSmall's messages, read back (from_problem): the formats above, one place each
 _BUDGET_BESIDE = (r"(?: beside the system prompt \((?P<system>\d+) tokens\) and the reply priming \((?P<priming>\d+)\)"
                   r"| with the reply priming \((?P<priming_only>\d+)\))?")
+# ... with pending_tokens: the head that names the room, then a message above from "cannot hold"
+_BUDGET_PENDING_HEAD = re.compile(r"budget (?P<budget>\d+) less pending_tokens (?P<pending>\d+) leaves (?P<room>\d+) "
+                                  r"tokens, which (?P<rest>cannot hold .*)")
+_BUDGET_PENDING_ONLY = re.compile(r"(?P<pending>\d+) pending tokens and the reply priming \((?P<priming>\d+)\) take "
+                                  r"(?P<needed>\d+) tokens, past the budget \((?P<budget>\d+)\) before any of the "
+                                  r"context; .*")
 _BUDGET_PROBLEMS: tuple[tuple[re.Pattern[str], bool], ...] = (
     (re.compile(r"(?P<budget>\d+) tokens cannot hold the system prompt \((?P<system>\d+) tokens, (?P<with_priming>\d+) "
                 r"with the reply priming; (?P<needed>\d+) tokens in all\) before any message; .*"), False),

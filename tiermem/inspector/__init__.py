@@ -11,7 +11,8 @@ static/json-enc.js (htmx-ext-json-enc 2.0.3) are vendored unmodified, with their
 
 Invariants: the inspector reads through Memory and the stores' public methods only, in
 one namespace at a time, behind the API's tokens (tiermem.inspector.routes); its what-if
-plans change nothing the agent sees next (`Memory.context(record=False)`).
+plans show what the agent's next call gets and change nothing it sees next
+(`Memory.context(preview=True)`).
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ Invariants:
   exist there raises `ConversationNotFound`, whether it is unused or used elsewhere, so a
   page can never show another namespace's data.
 - Reads only, with one exception the caller asks for explicitly (`Memory.pin`/`unpin`).
-  A what-if plan is made with `record=False`: it advances no prompt-cache epoch and is not
-  stored, so inspecting never changes what the agent gets next.
+  A what-if plan is made with `preview=True`: planned as the agent's recorded call would
+  be, it advances no prompt-cache epoch and is not stored, so inspecting never changes
+  what the agent gets next.
 - A stored value is shown as what it is only when it is one: a conversation's times are
   read through `_time`, a stored plan through `planner.plan.read_stored_plan` (by the
   routes), so an odd row renders as "-" or a note, never a 500.

@@ -277,10 +277,12 @@ class Inspector:
     # -- plans ------------------------------------------------------------------------------------
 
     def what_if(self, ns: str, cid: str, query: str | None, budget: int, timezone: str = "") -> dict[str, Any]:
-        """A plan the agent would get now, made without recording anything (`record=False`),
-        in `timezone` (empty: the server's zone); a bad zone is the form's error, like a bad budget."""
+        """A plan the agent would get now, made without recording anything (`preview=True`:
+        planned as the agent's recorded call would be, a first context's epoch reserve
+        included, where `record=False` plans a fresh context that no call extends), in
+        `timezone` (empty: the server's zone); a bad zone is the form's error, like a bad budget."""
         try:
-            ctx = self.mem().context(cid, query or None, budget, namespace=ns, record=False,
+            ctx = self.mem().context(cid, query or None, budget, namespace=ns, preview=True,
                                      timezone=timezone or None)
         except ConversationNotFound:
             raise
