@@ -3061,7 +3061,7 @@ class Superseder:
         """What the stored rows say was superseded: whole turns, and statements (a
         supersession by a popped turn read as absent)."""
         for p, r in rows.items():
-            if (by := b.hidden.by(r.superseded_by)) is not None:
+            if (by := b.hidden.row(r).superseded_by) is not None:  # None too for a revived turn
                 b.by[p] = by
         for s in b.hidden.statements(self.cold.superseded_statements(conv, sorted(rows))):
             b.parts.setdefault(s.position, {})[(s.start, s.end)] = s.superseded_by

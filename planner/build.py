@@ -128,7 +128,7 @@ from tiermem.tiers.errors import BudgetTooSmall, EmbeddingUnavailable, Validatio
 from tiermem.tiers.formats import hidden_positions, wire_body
 from tiermem.tiers.keys import turn_fingerprint
 from tiermem.tiers.models import StoredMessage, message_text
-from tiermem.tiers.statements import Hidden, read_hidden
+from tiermem.tiers.statements import hidden_many, read_hidden
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
 from tiermem.tiers.turncache import TurnCache, TurnTable
@@ -1148,8 +1148,7 @@ class Planner:
             return ""
         hid_keys = [(c, p) for c, ps in hidden.items() for p in sorted(ps)]
         rows = {(r.conversation_id, r.position): r for r in self.cold.turns_at_many([*shown, *hid_keys])}
-        hid = {c: Hidden(frozenset(ps), {p: r.superseded_by for p in ps if (r := rows.get((c, p))) is not None})
-               for c, ps in hidden.items() if ps}
+        hid = hidden_many(self.cold, hidden, rows, shown)
         for key, marked in shown.items():
             r = rows.get(key)
             if r is None:

@@ -72,7 +72,7 @@ from tiermem.tiers.formats import (
     wire_body,
 )
 from tiermem.tiers.models import StoredMessage, canonical_role, loads_stored, message_text
-from tiermem.tiers.statements import Hidden, remaining_text
+from tiermem.tiers.statements import hidden_many, remaining_text
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 from tiermem.tiers.turncache import TurnCache, TurnTable
@@ -812,17 +812,18 @@ class Candidates:
 
         The hits' turn rows are read in one statement for every conversation (with the
         hidden turns', whose own `superseded_by` a chain past a popped step follows), not
-        one per hit or per conversation; the superseding turns' times in a second, only
+        one per hit or per conversation; the statement rows of the hits wholly superseded
+        in a conversation with popped turns in one more, only when there are such hits
+        (tiers.statements `hidden_many`: a statement only a popped turn superseded makes
+        its turn current in part again); the superseding turns' times in a second, only
         when some hit was superseded."""
         if not hits:
             return {}
         hid_keys = [(c, p) for c, ps in hidden.items() for p in sorted(ps)]
         rows = {(r.conversation_id, r.position): r for r in self.cold.turns_at_many([*hits, *hid_keys])}
-        hid: dict[str, Hidden] = {}
-        for c, ps in hidden.items():
-            if ps:
-                hid[c] = Hidden(frozenset(ps), {p: r.superseded_by for p in ps if (r := rows.get((c, p))) is not None})
-                self.statements.hide(c, hid[c])
+        hid = hidden_many(self.cold, hidden, rows, hits)
+        for c, h in hid.items():
+            self.statements.hide(c, h)
         gone: dict[tuple[str, int], TurnRow] = {}
         for key in hits:
             r = rows.get(key)

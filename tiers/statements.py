@@ -22,14 +22,17 @@ time until the message at ``superseded_by``. Invariants:
 - A pop hides a correction without editing these rows or ``superseded_by``: readers see
   supersession through ``Hidden`` (``read_hidden``), where a turn or statement superseded
   by a hidden turn counts as superseded by what superseded that one in turn, and as
-  current when nothing did; a replay (``rebuild``) never takes a hidden turn as a
-  correction or a target, so it records the same.
+  current when nothing did. A turn of which a statement holds again so is current in
+  part, even where its ``superseded_by`` (set when its last statement went, maybe by a
+  turn no pop hides) says whole (`Hidden.revived`), for every reader of whole turns. A
+  replay (``rebuild``) never takes a hidden turn as a correction or a target, so it
+  records the same.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +42,7 @@ from tiermem.tiers.models import HIT_CURRENT, HIT_SUPERSEDED, HIT_SUPERSEDED_IN_
 if TYPE_CHECKING:
     from tiermem.tiers.store import ColdLog
 
-__all__ = ["NOTHING_HIDDEN", "Hidden", "StatementRow", "TurnState", "postgres_migration", "read_hidden",
+__all__ = ["NOTHING_HIDDEN", "Hidden", "StatementRow", "TurnState", "hidden_many", "postgres_migration", "read_hidden",
            "remaining_spans", "remaining_text", "sqlite_migration", "turn_states"]
 
 TABLE = "statement_supersessions"
@@ -133,10 +136,14 @@ def remaining_text(text: str, gone: Sequence[tuple[int, int]]) -> str:
 class Hidden:
     """What a conversation's control rows hide now (a pop), as supersession readers need
     it: `after` holds each hidden position's own ``superseded_by``, so a chain A -> B -> C
-    with B popped reads A -> C, and with C popped B is current again."""
+    with B popped reads A -> C, and with C popped B is current again. `revived`: the turns
+    of which a statement holds again because only a hidden turn superseded it
+    (`reviving`): such a turn is current in part, whatever its ``superseded_by`` says (it
+    was set when its last statement was superseded, by a turn that need not be hidden)."""
 
     positions: frozenset[int] = frozenset()
     after: Mapping[int, int | None] = field(default_factory=dict)
+    revived: frozenset[int] = frozenset()
 
     def by(self, by: int | None) -> int | None:
         """The turn that supersedes, for a record that says `by`: past the hidden ones."""
@@ -147,10 +154,22 @@ class Hidden:
         return by
 
     def row(self, r: TurnRow) -> TurnRow:
-        """`r` with its ``superseded_by`` read past the hidden turns."""
-        if r.superseded_by is None or r.superseded_by not in self.positions:
+        """`r` with its ``superseded_by`` read past the hidden turns: None for a revived turn."""
+        if r.superseded_by is None:
+            return r
+        if r.position in self.revived:
+            return replace(r, superseded_by=None)
+        if r.superseded_by not in self.positions:
             return r
         return replace(r, superseded_by=self.by(r.superseded_by))
+
+    def reviving(self, rows: Iterable[StatementRow]) -> Hidden:
+        """This, with the turns of `rows` (statement rows) of which a statement only hidden
+        turns superseded added to `revived`."""
+        if not self.positions:
+            return self
+        got = frozenset(s.position for s in rows if self.by(s.superseded_by) is None) - self.revived
+        return replace(self, revived=self.revived | got) if got else self
 
     def statements(self, rows: Sequence[StatementRow]) -> list[StatementRow]:
         """`rows` read past the hidden turns: a statement only a hidden turn superseded
@@ -174,7 +193,27 @@ def read_hidden(cold: ColdLog, conversation_id: str, hidden: set[int] | frozense
     if not hidden:
         return NOTHING_HIDDEN
     after = {r.position: r.superseded_by for r in cold.turns_at(conversation_id, sorted(hidden))}
-    return Hidden(frozenset(hidden), after)
+    # a turn whose statement only a hidden turn superseded is current in part again
+    return Hidden(frozenset(hidden), after).reviving(cold.superseded_statements(conversation_id))
+
+
+def hidden_many(cold: ColdLog, hidden: Mapping[str, Collection[int]],
+                rows: Mapping[tuple[str, int], TurnRow], keys: Iterable[tuple[str, int]]) -> dict[str, Hidden]:
+    """`Hidden` of each conversation with hidden positions (`hidden`: key -> positions, as
+    a caller read them), for the turns at `keys` across conversations: `rows` holds their
+    turn rows and the hidden turns' (read by the caller in one `turns_at_many`). The
+    statement rows of the keys wholly superseded in such a conversation (what `revived`
+    needs) are read in one `superseded_statements_many`, none when there are none."""
+    hid = {c: Hidden(frozenset(ps), {p: r.superseded_by for p in ps if (r := rows.get((c, p))) is not None})
+           for c, ps in hidden.items() if ps}
+    whole = [k for k in dict.fromkeys(keys)
+             if k[0] in hid and (r := rows.get(k)) is not None and r.superseded_by is not None]
+    if not whole:
+        return hid
+    got: dict[str, list[StatementRow]] = {}
+    for c, s in cold.superseded_statements_many(whole):
+        got.setdefault(c, []).append(s)
+    return {c: h.reviving(got.get(c, ())) for c, h in hid.items()}
 
 
 @dataclass(frozen=True)
@@ -202,21 +241,22 @@ def turn_states(cold: ColdLog, keys: Sequence[tuple[str, int]],
     (with the hidden turns', whose own `superseded_by` a chain past a popped step follows)
     in one `turns_at_many`, the statement rows of the turns not wholly superseded in one
     `superseded_statements_many`, and the superseding turns' times in a third, only when
-    some turn is wholly superseded. A key with no turn row (gone meanwhile) is left out."""
+    some turn is wholly superseded; in a conversation with popped turns, the statement
+    rows of its wholly superseded turns (`hidden_many`) in a fourth, only when there are
+    such turns. A key with no turn row (gone meanwhile) is left out."""
     want = list(dict.fromkeys(keys))
     if not want:
         return {}
     hid_keys = [(c, p) for c, ps in hidden.items() for p in sorted(ps)]
     rows = {(r.conversation_id, r.position): r for r in cold.turns_at_many([*want, *hid_keys])}
-    hid = {c: Hidden(frozenset(ps), {p: r.superseded_by for p in ps if (r := rows.get((c, p))) is not None})
-           for c, ps in hidden.items() if ps}
+    hid = hidden_many(cold, hidden, rows, want)
     whole: dict[tuple[str, int], int] = {}  # wholly superseded -> by
     rest: list[tuple[str, int]] = []
     for key in want:
         r = rows.get(key)
         if r is None:
             continue
-        by = hid[key[0]].by(r.superseded_by) if key[0] in hid else r.superseded_by
+        by = hid[key[0]].row(r).superseded_by if key[0] in hid else r.superseded_by
         if by is not None:
             whole[key] = by
         else:

@@ -32,6 +32,7 @@ from tiermem.hotlink import REDIS_ERRORS, pin_state
 from tiermem.memory import Memory
 from tiermem.tiers.errors import ConversationNotFound, ValidationError
 from tiermem.tiers.models import SESSION_MAX_CHARS, StoredMessage
+from tiermem.tiers.statements import read_hidden
 from tiermem.tiers.warm import SummaryView
 
 TURNS_PER_PAGE = 50  # rows of the conversation log per page
@@ -255,7 +256,10 @@ def turns_page(mem: Memory, namespace: str, name: str, page: int | None) -> Turn
     pages = max(1, last // TURNS_PER_PAGE + 1) if last >= 0 else 1
     page = pages - 1 if page is None else min(max(page, 0), pages - 1)
     start, end = page * TURNS_PER_PAGE, (page + 1) * TURNS_PER_PAGE - 1
-    turns = {t.position: t for t in mem.cold.turns(key, start=start, end=end)}
+    # each row's supersession as readers see it: past a popped correction, and a turn of
+    # which a statement only a popped turn superseded current in part (tiers.statements.Hidden)
+    hidden = read_hidden(mem.cold, key)
+    turns = {t.position: hidden.row(t) for t in mem.cold.turns(key, start=start, end=end)}
     msgs = mem.cold.history(key, start=start, end=end + RESULT_LOOKAHEAD)
     results: dict[str, StoredMessage] = {}
     for m in msgs:
