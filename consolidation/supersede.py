@@ -1751,10 +1751,12 @@ def _not_needed(text: str, m: re.Match[str], candidates: Sequence[Candidate], sp
     names nothing but a person ("No need to remind me.") takes only a request of that very
     verb; "No need to thank me." takes nothing where no request asked to thank. An act told
     how often (`_NO_NEED_FREQUENCY`: "twice", "again", "so often"; "once is enough") is a
-    complaint about the reminding and takes nothing. Only where the candidates end with the
-    user's previous turn (`latest`), as for `_just_said`."""
-    if not latest or _NO_NEED_FREQUENCY.search(m.group("obj")) or _NO_NEED_ONCE.search(m.string):
+    complaint about the reminding and takes nothing, unless the request says it too:
+    "twice a day" of "Remind me to take my pills twice a day." names the reminder. Only
+    where the candidates end with the user's previous turn (`latest`), as for `_just_said`."""
+    if not latest or _NO_NEED_ONCE.search(m.string):
         return []
+    often = [f.group(0) for f in _NO_NEED_FREQUENCY.finditer(m.group("obj"))]
     verb = _stem(m.group("verb"))
     clause = _NO_NEED_CLAUSE.search(m.group("obj"))
     said = m.group("obj")[:clause.start()] if clause is not None else m.group("obj")
@@ -1766,6 +1768,8 @@ def _not_needed(text: str, m: re.Match[str], candidates: Sequence[Candidate], sp
         own, rest = _request_verb(c.text)
         if _stem(own) != verb and not (words and verb in {_stem(v) for v in _INFINITIVE.findall(rest.lower())}):
             continue
+        if any(re.search(rf"\b{re.escape(f)}\b", c.text.lower()) is None for f in often):
+            return []  # how often the reminding goes, not the request's own words: a complaint
         if not words:
             return [(c.position, f"retraction: no need to '{m.group('verb')}', the latest such request")]
         theirs = _content(rest)

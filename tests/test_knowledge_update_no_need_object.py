@@ -13,7 +13,9 @@ Invariants (`supersede._not_needed`):
   mother" for "mum"). A possessed thing ("mum's number") or a compound ("rent increase")
   whose head the request lacks names another thing and takes nothing back.
 - An act told how often ("twice", "again", "so often", "every time"; "once is enough"
-  after it) complains about the reminding and takes nothing back.
+  after it) complains about the reminding and takes nothing back; a frequency the
+  request itself states ("... pills twice a day") is the request's own words, no
+  complaint (a review of 85ebfd6).
 - The object ends where a clause of its own begins ("about mum because I'll see her on
   Sunday"): what follows tells why.
 - The cases of 0308f22 hold (tests/test_knowledge_update_plans.py).
@@ -29,6 +31,7 @@ from tiermem import Memory
 LONG_DAY = "I had a long day at work."
 MUM = "Remind me to call mum on Sunday."
 RENT = "Remind me to pay the rent on the 1st."
+PILLS = "Remind me to take my pills twice a day."
 
 
 # (the user's turns, each answered "Noted.", and {superseded user turn: its superseder})
@@ -53,12 +56,20 @@ RENT = "Remind me to pay the rent on the 1st."
     ([MUM, LONG_DAY, "No need to remind me every single time about mum."], {}),
     ([RENT, LONG_DAY, "No need to remind me about the rent three times."], {}),
     ([MUM, LONG_DAY, "No need to remind me about mum, once is enough."], {}),  # said after the act
+    ([MUM, LONG_DAY, "No need to remind me twice about mum."], {}),  # "twice" is not the reminder's
+    ([PILLS, LONG_DAY, "No need to remind me about the pills again."], {}),  # "again": not its words
+    ([PILLS, LONG_DAY, "No need to remind me so often about the pills twice a day."], {}),  # "so often" is not
     # the reminder named as a whole still takes it back (as 0308f22)
     ([MUM, LONG_DAY, "No need to remind me about mum."], {0: 2}),  # the reviewer's keeper
     ([MUM, "No need to remind me about mum."], {0: 1}),  # right after it
     ([RENT, LONG_DAY, "No need to remind me about the rent."], {0: 2}),  # the rent itself
     ([MUM, LONG_DAY, "No need to remind me about calling mum."], {0: 2}),  # its act and its person
     ([MUM, LONG_DAY, "No need to remind me about mum on Sunday."], {0: 2}),  # every word the reminder's
+    # how often the reminder itself says (before 85ebfd6's review: {}, taken for a complaint)
+    ([PILLS, LONG_DAY, "No need to remind me about the pills twice a day."], {0: 2}),  # the reviewer's
+    ([PILLS, "No need to remind me about the pills twice a day."], {0: 1}),  # right after it
+    (["Remind me to stretch every time I stand up.", LONG_DAY,
+      "No need to remind me to stretch every time."], {0: 2}),  # "every time" is the reminder's
     # a clause after the object tells why: the object is "mum"
     ([MUM, LONG_DAY, "No need to remind me about mum because I'll see her on Saturday."], {0: 2}),
     # a possessed thing the reminder itself names is the reminder's thing
