@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,18 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # share the cores, and torch's spinning worker threads then cost ~20x the CPU per
 # embedding. Children inherit it. Must be set before torch is first imported.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# Ctrl-C reaches the tests' children as it would from a terminal. A runner started in the
+# background by a script (`cmd &` in a shell without job control: a CI step, a make
+# recipe, a helper's loop) inherits SIGINT ignored; Python then installs no handler, and
+# every child the tests start inherits the ignore through exec, so the tests that stop a
+# CLI with SIGINT (consolidate --watch, migrate-store interrupted) waited out their limits
+# (60-120 s each) and failed, leaving the child running. A handled signal is reset to its
+# default by exec: Python's own handler here gives each child the default.
+if threading.current_thread() is threading.main_thread():
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # the mask is inherited too
 
 # The PostgreSQL server of the session (tests/pg_server.py), registered here once for
 # every module under tests/: a module that imported it would own a session fixture of its

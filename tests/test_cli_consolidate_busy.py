@@ -120,23 +120,30 @@ def test_one_shot_after_the_lock_goes_refreshes_and_exits_0(data: Path) -> None:
     assert report["failures"] == [] and report["last_refreshed"] == report["last_selected"] == 2
 
 
-def test_watch_keeps_running_and_logs_one_line_per_failed_run(data: Path) -> None:
-    with write_locked(data):
+def test_watch_keeps_running_and_logs_one_line_per_failed_run(data: Path, tmp_path: Path) -> None:
+    out_path = tmp_path / "stdout"  # a file: its stderr alone is read as it comes, by one reader
+    with write_locked(data), out_path.open("w") as out_file:
         proc = subprocess.Popen([TIERMEM, "consolidate", "--watch", "--interval", str(WATCH_INTERVAL_S)],
-                                env=cli_env(data), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        lines: list[str] = []  # its stderr, read as it comes
-        assert proc.stderr is not None
-        reader = threading.Thread(target=lambda: lines.extend(line.rstrip("\n") for line in proc.stderr or ()))
-        reader.start()
-        deadline = time.monotonic() + RUN_LIMIT_S
-        while sum(FAILED_RUN in line for line in lines) < MIN_FAILED_RUNS and time.monotonic() < deadline:
-            if proc.poll() is not None or any("Traceback" in line for line in lines):
-                break  # it stopped, or said more than a line: seen below
-            time.sleep(POLL_S)
-        still_running = proc.poll() is None
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=RUN_LIMIT_S)
-        reader.join(RUN_LIMIT_S)
+                                env=cli_env(data), stdout=out_file, stderr=subprocess.PIPE, text=True)
+        try:
+            lines: list[str] = []  # its stderr, read as it comes
+            reader = threading.Thread(target=lambda: lines.extend(line.rstrip("\n") for line in proc.stderr or ()),
+                                      daemon=True)
+            reader.start()
+            deadline = time.monotonic() + RUN_LIMIT_S
+            while sum(FAILED_RUN in line for line in lines) < MIN_FAILED_RUNS and time.monotonic() < deadline:
+                if proc.poll() is not None or any("Traceback" in line for line in lines):
+                    break  # it stopped, or said more than a line: seen below
+                time.sleep(POLL_S)
+            still_running = proc.poll() is None
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=RUN_LIMIT_S)
+            reader.join(RUN_LIMIT_S)  # to its end: the pipe closed with the CLI
+        finally:
+            if proc.poll() is None:  # never left running, whatever failed above
+                proc.kill()
+                proc.wait()
+    out = out_path.read_text()
     err = "\n".join(lines)
     assert still_running, err
     assert proc.returncode == 0, err  # Ctrl-C: it stops as it always did
