@@ -264,6 +264,11 @@ class PlannerSettings:
     timezone: str = UTC_NAME  # the user's calendar: days and shown times (Config.timezone, tiers.zones)
     # the provider's cache lifetime assumed (DEFAULT_CACHE_TTL_S); None or 0: never expires
     cache_ttl_s: float | None = DEFAULT_CACHE_TTL_S
+    # the provider/model's shortest cacheable prefix, rendered tokens (Config.pricing
+    # min_prefix_tokens): a session resumed after its cache expired is filled just past it
+    # (`_resumed`); None, not known (Claude Haiku's is 2,048, some models' 4,096): filled
+    # to EPOCH_START_FILL_SHARE as any epoch start, never below it
+    cache_min_prefix: int | None = None
 
     @property
     def zone(self) -> Zone:
@@ -465,7 +470,7 @@ class Planner:
         resumed = self._resumed(call, fixed)
         recall_first = resumed and plan.query_class in NEEDS_ROOM_CLASSES
         if resumed:  # grown after packing, as rendered (_fill_cacheable); a recall's layers first
-            fill_to = (CACHEABLE_MIN_TOKENS - sum(rendered_length(self.tokens, m) for m in fixed.messages)
+            fill_to = (self._min_prefix() - sum(rendered_length(self.tokens, m) for m in fixed.messages)
                        if recall_first else 0)
         held_back = (frozenset({r.position for r in fixed.tail_rows if r.superseded_by is not None}
                                | self.statements.positions(conv)) if fill_to > 0 or resumed else frozenset())
@@ -784,7 +789,7 @@ class Planner:
         the shortfall, the unit that crosses it included, and is counted again (at most
         FILL_CACHEABLE_ROUNDS times; `fitted` as it is when nothing more grows)."""
         for _ in range(FILL_CACHEABLE_ROUNDS):
-            short = CACHEABLE_MIN_TOKENS - sum(rendered_length(self.tokens, m) for m in self.render.out(fitted[0]))
+            short = self._min_prefix() - sum(rendered_length(self.tokens, m) for m in self.render.out(fitted[0]))
             if short <= 0:
                 break
             grown = len(packing.chosen["tail"])
@@ -793,6 +798,10 @@ class Planner:
                 break
             fitted = self._fit(call, fixed, packing)
         return fitted
+
+    def _min_prefix(self) -> int:
+        """The configured minimum cacheable prefix (`_resumed` holds only with one)."""
+        return self.settings.cache_min_prefix or CACHEABLE_MIN_TOKENS
 
     def _cached_size(self, c: Candidate) -> int:
         """A packed unit's tokens as a provider caches them (rendered), its stored count
@@ -993,7 +1002,14 @@ class Planner:
     def _resumed(self, call: _Call, fixed: _Fixed) -> bool:
         """Whether this call starts an epoch because the provider's cache has expired
         since the previous one (`_expired`), under the layout that keeps epochs (the
-        default): every token of it is billed in full, whatever its size."""
+        default): every token of it is billed in full, whatever its size. Only where the
+        provider's minimum cacheable prefix is configured (`cache_min_prefix`: filled past
+        a guessed 1,024, a 2,048-token model caches nothing) and the budget holds it with
+        a new epoch's reserve for appends (epoch_policy.reserve_tokens: filled to the
+        whole room, the next call would start another epoch); else filled as any start."""
+        need = self.settings.cache_min_prefix
+        if need is None or need + epoch_policy.reserve_tokens(call.budget) > call.budget:
+            return False
         return (call.prev is not None and self.settings.epochs
                 and self.settings.retrieved_placement == "before_latest"
                 and self.settings.system_messages != "before_latest"
@@ -1381,7 +1397,13 @@ class Planner:
                       + reason)
         # long enough to read back dear: evict before it fills (late pins not counted: a
         # restart keeps them, so evicting sooner for them would only rebuild more often)
-        if total - late_pins.tokens_in(segs, self.tokens) > middle.MIDDLE_CAP_SHARE * budget:
+        # An epoch's first call already past the cap (a recall whose retrieved turns took the
+        # room, after a tail grown to the cacheable minimum at a resumed session) is extended
+        # while it fits: evicting at its first extension keeps only the head before those
+        # turns, so the follow-up question loses the evidence it most likely asks about,
+        # paid in full one call ago; it evicts when the room is used up (above)
+        capped = prev.calls > 1 or prev.head > 0
+        if capped and total - late_pins.tokens_in(segs, self.tokens) > middle.MIDDLE_CAP_SHARE * budget:
             mid, fold = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share,
                                      chosen["pinned"])
             if mid is not None or fold:

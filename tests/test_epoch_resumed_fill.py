@@ -2,7 +2,8 @@
 `cache_ttl_s` after the previous one) starts an epoch whose first call is billed in full
 whatever it holds: it is filled only past the providers' minimum cacheable prefix
 (planner.cache_rules.CACHEABLE_MIN_TOKENS, counted as rendered), by the one tail unit that
-crosses it, not to EPOCH_START_FILL_SHARE of the budget; a recall there fills the layers
+crosses it, not to EPOCH_START_FILL_SHARE of the budget (where that minimum is configured,
+Config.pricing.min_prefix_tokens); a recall there fills the layers
 before its retrieved turns that far first, so they can be a middle eviction's kept head.
 A conversation's first call (nothing expired) still fills to the share.
 
@@ -15,15 +16,35 @@ from __future__ import annotations
 
 import calendar
 import random
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tiermem import Memory
+from tiermem import Config, Memory
 from tiermem.planner.build import EPOCH_START_FILL_SHARE, NEEDS_ROOM_CLASSES
 from tiermem.planner.cache_rules import CACHEABLE_MIN_TOKENS, rendered_length
 from tiermem.planner.plan import Context
+from tiermem.tiers.embed import Embedder
+from tiermem.tiers.redis_server import EmbeddedRedis
 from tiermem.tiers.tokens import messages_tokens
+
+
+@pytest.fixture
+def memory(tmp_path: Path, embedder: Embedder) -> Iterator[Memory]:
+    """conftest's Memory, on a provider whose minimum cacheable prefix is configured as the
+    default rules' (Config.pricing.min_prefix_tokens): unset, a resumed session fills to
+    the share as any epoch start (tests/test_epoch_resumed_limits.py)."""
+    data = tmp_path / "data"
+    mem = Memory(Config(data_dir=data, hot_budget_tokens=600, pricing={"min_prefix_tokens": CACHEABLE_MIN_TOKENS}),
+                 embedder=embedder, background_indexing=False)
+    try:
+        yield mem
+    finally:
+        mem.close()
+        EmbeddedRedis(data).stop()
+
 
 # the same seeded histories in several tests: their vectors are computed once a session
 # (conftest.shared_vectors)

@@ -642,6 +642,10 @@ class Pricing(_Nested):
     input_per_mtok: float = Field(2.5, ge=0, le=MAX_PRICE_PER_MTOK_USD,
                                   description="USD per million uncached input tokens")
     cached_input_ratio: float = Field(0.1, ge=0, le=1, description="cached input price / input price")
+    min_prefix_tokens: int | None = Field(None, ge=1, le=MAX_CONTEXT_TOKENS, description=(
+        "the provider/model's shortest cacheable prefix, tokens (OpenAI and most Claude models 1,024; "
+        "Claude Haiku 2,048; some newer Claude models 4,096): a session resumed after the cache expired "
+        "starts just past it instead of at 0.54 of the budget; unset, every epoch starts at 0.54"))
 
     @field_validator("*", mode="before")
     @classmethod

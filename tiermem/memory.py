@@ -584,6 +584,7 @@ class Memory:
                         epochs=self.config.context_epochs,
                         timezone=self.config.timezone,
                         cache_ttl_s=self.config.cache_ttl_s,
+                        cache_min_prefix=self.config.pricing.min_prefix_tokens,
                     ),
                     turns=self.turns,
                     # with a hot tier, every process on its Redis extends one lineage per conversation
