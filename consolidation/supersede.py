@@ -2821,11 +2821,10 @@ def _nearest_in(table: TurnTable, vec: np.ndarray, before: int, k: int) -> list[
 def _believed(rows: Sequence[TurnRow], stored: Sequence[StatementRow], hidden: Hidden) -> list[TurnRow]:
     """`rows` as `Superseder.facts` believes them: popped turns left out, supersession
     read past the popped ones, and a turn of which a statement holds again once its
-    correction was popped current in part, whatever its superseded_by says (`stored`:
-    the statement rows of at least these turns)."""
-    revived = {s.position for s in stored if hidden.by(s.superseded_by) is None}
-    return [replace(hidden.row(r), superseded_by=None) if r.position in revived else hidden.row(r)
-            for r in rows if r.position not in hidden.positions]
+    correction was popped current in part, when its superseded_by came from its statement
+    rows (`Hidden.reviving`; `stored`: the statement rows of at least these turns)."""
+    hidden = hidden.reviving(stored)
+    return [hidden.row(r) for r in rows if r.position not in hidden.positions]
 
 
 class Superseder:
@@ -2878,9 +2877,12 @@ class Superseder:
         """`on_append`, with the log's pin changes its pairs made (`Recorded.moved`). A
         correction that revised nothing while turns before it had no vector yet is
         recorded to be searched again once they have one (`recheck`)."""
-        pairs, statements, idle, again = self._decided(conversation_id, appended)
+        pairs, statements, idle, again, hidden = self._decided(conversation_id, appended)
         if statements:
-            self.cold.set_superseded_statements(conversation_id, statements)
+            # a statement superseded again after its correction was popped: its row names
+            # the popped turn, which readers skip (the statement read as current), so the
+            # new correction's row replaces it
+            self.cold.set_superseded_statements(conversation_id, statements, over=hidden)
         relabel = self._inherit(conversation_id, pairs, statements) + self._demote(appended, idle)
         moved = self.cold.set_superseded(conversation_id, pairs, relabel) if pairs or relabel else None
         if again:
@@ -2984,27 +2986,27 @@ class Superseder:
         that. A larger batch (an import) decides in two passes: the rules over the window
         and the pins first, without any embedding; then only the corrections they left
         unresolved, at most MAX_MEANING_LOOKUPS of them, are embedded."""
-        pairs, statements, _idle, _again = self._decided(conv, appended)
+        pairs, statements, _idle, _again, _hidden = self._decided(conv, appended)
         return pairs, statements
 
     def _decided(self, conv: str, appended: Sequence[Appended]
-                 ) -> tuple[list[tuple[int, int]], list[StatementRow], dict[int, str], list[int]]:
+                 ) -> tuple[list[tuple[int, int]], list[StatementRow], dict[int, str], list[int], frozenset[int]]:
         """`decide`, and the corrections that revise nothing once every rule had its say
         (position -> assertive part): a bare retraction always (no meaning search leads
         it anywhere), another once it was searched by meaning (an import's rules leave
         that to its catch-up, and a large batch searches MAX_MEANING_LOOKUPS only) over
         every turn before it; and those searched while a turn before them had no vector
         (`_nearest`'s incomplete ones), which revise nothing yet: to search again
-        (`recheck`), not idle."""
+        (`recheck`), not idle. Last, the positions a pop hides (read for the decision)."""
         gated = {a.position: txt for a in appended if (txt := self.assertion(a))}
         if not gated:
-            return [], [], {}, []
+            return [], [], {}, [], frozenset()
         # a popped turn (a control row hides it) neither corrects nor is corrected: a
         # replay then records what readers see through tiers.statements.Hidden
         hid = read_hidden(self.cold, conv)
         gated = {p: txt for p, txt in gated.items() if p not in hid.positions}
         if not gated:
-            return [], [], {}, []
+            return [], [], {}, [], hid.positions
         first = appended[0].position
         # candidates, read once per batch: the window before the batch and the pins
         rows: dict[int, TurnRow] = {r.position: r for r in self.cold.turns(conv, start=max(0, first - SUPERSEDE_WINDOW),
@@ -3027,7 +3029,7 @@ class Superseder:
                 if not self._decide(conv, p, gated[p], (), b, bearing, meaning=False):
                     unresolved.append(p)
         if not unresolved:
-            return b.pairs, b.statements, _idle(gated, b, frozenset()), []
+            return b.pairs, b.statements, _idle(gated, b, frozenset()), [], hid.positions
         near, incomplete = self._searched(conv, {p: gated[p] for p in unresolved}, small=small)
         far = {q: r for q, r in ((r.position, r) for r in self.cold.turns_at(
             conv, sorted({q for hits in near.values() for q, _c in hits} - set(b.pool))))}
@@ -3038,7 +3040,8 @@ class Superseder:
             found = self._decide(conv, p, gated[p], near.get(p, ()), b, bearing, meaning=True)
             if not found and p in incomplete and _searches_by_meaning(normalize(gated[p])):
                 again.append(p)
-        return b.pairs, b.statements, _idle(gated, b, {q: v for q, v in near.items() if q not in again}), again
+        return (b.pairs, b.statements, _idle(gated, b, {q: v for q, v in near.items() if q not in again}), again,
+                hid.positions)
 
     def _pool(self, conv: str, rows: Mapping[int, TurnRow], hidden: Hidden = NOTHING_HIDDEN
               ) -> dict[int, Appended]:
@@ -3446,11 +3449,22 @@ class Superseder:
                 until = by_pos.get(s.superseded_by)
                 out.append(Validity(p, r.role, text[s.start:s.end], r.created_at, s.superseded_by,
                                     until.created_at if until is not None else None, end, (s.start, s.end)))
+            turn = Appended(p, r.role, text, r.intent or "statement", bool(r.load_bearing))
             if r.superseded_by is None:
-                turn = Appended(p, r.role, text, r.intent or "statement", bool(r.load_bearing))
                 for a, e in self._facts(turn):
                     if (a, e) not in ended:
                         out.append(Validity(p, r.role, text[a:e], r.created_at, None, None, p, (a, e)))
+            else:
+                # a statement whose row names a popped turn, in a turn a later correction
+                # superseded whole (a row written before such rows were replaced: `record`'s
+                # `over`): it held until the turn's superseded_by, not until now
+                by = r.superseded_by
+                until = by_pos.get(by)
+                for a, e in self._facts(turn):
+                    if (a, e) not in ended:
+                        out.append(Validity(p, r.role, text[a:e], r.created_at, by,
+                                            until.created_at if until is not None else None,
+                                            self._chain_end(conversation_id, by, by_pos), (a, e)))
         out.sort(key=lambda v: (v.position, v.span or (0, 0)))
         return out
 

@@ -57,7 +57,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -1240,14 +1240,22 @@ class ColdStore(SharedQueries):
 
     # -- derived labels (written by the consolidation layer) -----------------------------------
 
-    def set_superseded_statements(self, conversation_id: str, rows: Sequence[StatementRow]) -> None:
+    def set_superseded_statements(self, conversation_id: str, rows: Sequence[StatementRow], *,
+                                  over: Collection[int] = ()) -> None:
         """Statement-level supersession (tiers/statements.py): derived, messages untouched;
-        a row already recorded stays as it is. The scheduler's sweep looks at the
-        conversation again (`set_superseded`)."""
+        a row already recorded stays as it is, unless it names one of `over` (hidden
+        turns): deleted and written anew (both move the pin version, by the triggers). The
+        scheduler's sweep looks at the conversation again (`set_superseded`)."""
         if not rows:
             return
         with self._tx() as c:
             c.execute("UPDATE conversations SET views_seq = views_seq + 1 WHERE id = ?", (conversation_id,))
+            if over:
+                hid = json.dumps(sorted(over))
+                c.executemany(
+                    f"DELETE FROM {STATEMENT_TABLE} WHERE conversation_id = ? AND position = ? AND start = ? "
+                    "AND superseded_by IN (SELECT value FROM json_each(?))",
+                    [(conversation_id, r.position, r.start, hid) for r in rows])
             c.executemany(
                 f'INSERT OR IGNORE INTO {STATEMENT_TABLE}(conversation_id, position, start, "end", superseded_by) '
                 "VALUES (?, ?, ?, ?, ?)",

@@ -201,7 +201,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -2461,12 +2461,18 @@ class PostgresStore(SharedQueries):
 
     # -- derived labels and user state ------------------------------------------------------
 
-    def set_superseded_statements(self, conversation_id: str, rows: Sequence[StatementRow]) -> None:
+    def set_superseded_statements(self, conversation_id: str, rows: Sequence[StatementRow], *,
+                                  over: Collection[int] = ()) -> None:
         if not rows:
             return
         with self._tx() as c:
             # the sweep looks again (`set_superseded`): the conversation's row first, as an append
             c.execute("UPDATE conversations SET views_seq = views_seq + 1 WHERE id = %s", (conversation_id,))
+            if over:  # a row naming a hidden turn is replaced (tiers.statements)
+                c.cursor().executemany(
+                    f"DELETE FROM {STATEMENT_TABLE} WHERE conversation_id = %s AND position = %s AND start = %s "
+                    "AND superseded_by = ANY(%s)",
+                    [(conversation_id, r.position, r.start, sorted(over)) for r in rows])
             c.cursor().executemany(
                 f'INSERT INTO {STATEMENT_TABLE}(conversation_id, position, start, "end", superseded_by) '
                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",

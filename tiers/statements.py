@@ -18,15 +18,19 @@ time until the message at ``superseded_by``. Invariants:
   change of what may be presented as current), so a pinned block or a turn rendered from
   a kept copy is re-read.
 - Rows are written once per (conversation, position, start): a replay that decides the
-  same again leaves them as they are.
+  same again leaves them as they are; only a row naming a hidden turn is replaced, by the
+  correction that supersedes its statement again (see below).
 - A pop hides a correction without editing these rows or ``superseded_by``: readers see
   supersession through ``Hidden`` (``read_hidden``), where a turn or statement superseded
   by a hidden turn counts as superseded by what superseded that one in turn, and as
   current when nothing did. A turn of which a statement holds again so is current in
   part, even where its ``superseded_by`` (set when its last statement went, maybe by a
-  turn no pop hides) says whole (`Hidden.revived`), for every reader of whole turns. A
-  replay (``rebuild``) never takes a hidden turn as a correction or a target, so it
-  records the same.
+  turn no pop hides) says whole (`Hidden.revived`), for every reader of whole turns --
+  only when that ``superseded_by`` is one of its own statement rows' (a later correction
+  that superseded the statement again set it otherwise). A correction that supersedes a
+  statement whose row names a hidden turn rewrites that row (``set_superseded_statements``'s
+  ``over``). A replay (``rebuild``) never takes a hidden turn as a correction or a target,
+  so it records the same.
 """
 
 from __future__ import annotations
@@ -138,12 +142,15 @@ class Hidden:
     it: `after` holds each hidden position's own ``superseded_by``, so a chain A -> B -> C
     with B popped reads A -> C, and with C popped B is current again. `revived`: the turns
     of which a statement holds again because only a hidden turn superseded it
-    (`reviving`): such a turn is current in part, whatever its ``superseded_by`` says (it
-    was set when its last statement was superseded, by a turn that need not be hidden)."""
+    (`reviving`), each with the ``superseded_by`` of its own statement rows: such a turn
+    is current in part when its ``superseded_by`` is one of those (it was set when its
+    last statement was superseded, by a turn that need not be hidden), and superseded as
+    it says otherwise: a later correction superseded the statement again, whose row a
+    store written before such rows were rewritten (`over`) still names the hidden turn."""
 
     positions: frozenset[int] = frozenset()
     after: Mapping[int, int | None] = field(default_factory=dict)
-    revived: frozenset[int] = frozenset()
+    revived: Mapping[int, frozenset[int]] = field(default_factory=dict)
 
     def by(self, by: int | None) -> int | None:
         """The turn that supersedes, for a record that says `by`: past the hidden ones."""
@@ -157,7 +164,7 @@ class Hidden:
         """`r` with its ``superseded_by`` read past the hidden turns: None for a revived turn."""
         if r.superseded_by is None:
             return r
-        if r.position in self.revived:
+        if r.superseded_by in self.revived.get(r.position, ()):
             return replace(r, superseded_by=None)
         if r.superseded_by not in self.positions:
             return r
@@ -165,11 +172,18 @@ class Hidden:
 
     def reviving(self, rows: Iterable[StatementRow]) -> Hidden:
         """This, with the turns of `rows` (statement rows) of which a statement only hidden
-        turns superseded added to `revived`."""
+        turns superseded added to `revived`, with their rows' ``superseded_by``."""
         if not self.positions:
             return self
-        got = frozenset(s.position for s in rows if self.by(s.superseded_by) is None) - self.revived
-        return replace(self, revived=self.revived | got) if got else self
+        rows = list(rows)
+        got = {s.position for s in rows if self.by(s.superseded_by) is None}
+        if not got:
+            return self
+        revived = {p: set(v) for p, v in self.revived.items()}
+        for s in rows:
+            if s.position in got:
+                revived.setdefault(s.position, set()).add(s.superseded_by)
+        return replace(self, revived={p: frozenset(v) for p, v in revived.items()})
 
     def statements(self, rows: Sequence[StatementRow]) -> list[StatementRow]:
         """`rows` read past the hidden turns: a statement only a hidden turn superseded

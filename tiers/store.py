@@ -486,9 +486,11 @@ class ColdLog(Protocol):
         applies them as its own (tiers.hot, pin versions)."""
         ...
 
-    def set_superseded_statements(self, conversation_id: str, rows: Sequence[StatementRow]) -> None:
+    def set_superseded_statements(self, conversation_id: str, rows: Sequence[StatementRow], *,
+                                  over: Collection[int] = ()) -> None:
         """Statement-level supersession rows (tiers/statements.py): derived, messages
-        untouched; a row already recorded stays as it is."""
+        untouched; a row already recorded stays as it is, unless the turn it names is one
+        of `over` (turns a pop hides): then the new row replaces it."""
         ...
 
     def superseded_statements(self, conversation_id: str, positions: Sequence[int] | None = None
