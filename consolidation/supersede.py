@@ -1716,11 +1716,14 @@ _NO_NEED_EMPTY = frozenset(("me", "us", "it", "that", "this", "them", "him", "he
                             "about", "of", "for", "with", "now", "today", "please", "either", "after", "all"))
 # an act told how often it is done ("No need to remind me twice about mum, once is
 # enough.", "... again", "... so often"): a complaint about the reminding, which goes on,
-# not a request called off; it takes nothing back
+# not a request called off; it takes nothing back. With its unit, when it has one ("twice
+# a day"): the phrase is compared whole with the request's, so "twice" is not the "twice a
+# week" of "Remind me to call mum twice a week."
 _NO_NEED_FREQUENCY = re.compile(
     r"\b(?:twice|again|so often|that often|as often|so much|so many times|all the time|every (?:single )?time"
     r"|each time|constantly|repeatedly|over and over|more than once|(?:\d+|three|four|five|several|many|multiple)"
-    r" times)\b")
+    r" times)(?:\s+(?:a|an|per|each|every)\s+(?:day|week|month|year|hour|minute|morning|evening|night|"
+    r"fortnight|weekend)s?)?\b")
 _NO_NEED_ONCE = re.compile(r"\bonce (?:is|was)(?: quite)? enough\b")  # said after it: "..., once is enough."
 # where the act's object ends and a clause of its own begins ("about mum because she
 # called", "call mum she called me"): what follows tells why, not what is called off
@@ -1738,6 +1741,12 @@ def _verb_forms(stems: Mapping[str, float]) -> set[str]:
     return {f for w in stems for f in (w, _stem(w + "ing"), _stem(w + "ed"))}
 
 
+def _frequencies(text: str) -> set[str]:
+    """The "how often" phrases of `text` (`_NO_NEED_FREQUENCY`, each with its unit),
+    whitespace collapsed."""
+    return {" ".join(f.group(0).split()) for f in _NO_NEED_FREQUENCY.finditer(text)}
+
+
 def _not_needed(text: str, m: re.Match[str], candidates: Sequence[Candidate], speaker: str | None,
                 latest: bool, kind_of: KindCheck | None) -> list[tuple[int, str]]:
     """What a request told to be needed no more (`_NO_NEED`, its match `m`) takes back:
@@ -1751,12 +1760,14 @@ def _not_needed(text: str, m: re.Match[str], candidates: Sequence[Candidate], sp
     names nothing but a person ("No need to remind me.") takes only a request of that very
     verb; "No need to thank me." takes nothing where no request asked to thank. An act told
     how often (`_NO_NEED_FREQUENCY`: "twice", "again", "so often"; "once is enough") is a
-    complaint about the reminding and takes nothing, unless the request says it too:
-    "twice a day" of "Remind me to take my pills twice a day." names the reminder. Only
+    complaint about the reminding and takes nothing, unless the request says that whole
+    phrase too, unit and all: "twice a day" of "Remind me to take my pills twice a day."
+    names the reminder, "twice" of "No need to remind me twice about calling mum." is not
+    the "twice a week" of "Remind me to call mum twice a week.". Only
     where the candidates end with the user's previous turn (`latest`), as for `_just_said`."""
     if not latest or _NO_NEED_ONCE.search(m.string):
         return []
-    often = [f.group(0) for f in _NO_NEED_FREQUENCY.finditer(m.group("obj"))]
+    often = _frequencies(m.group("obj"))
     verb = _stem(m.group("verb"))
     clause = _NO_NEED_CLAUSE.search(m.group("obj"))
     said = m.group("obj")[:clause.start()] if clause is not None else m.group("obj")
@@ -1768,8 +1779,8 @@ def _not_needed(text: str, m: re.Match[str], candidates: Sequence[Candidate], sp
         own, rest = _request_verb(c.text)
         if _stem(own) != verb and not (words and verb in {_stem(v) for v in _INFINITIVE.findall(rest.lower())}):
             continue
-        if any(re.search(rf"\b{re.escape(f)}\b", c.text.lower()) is None for f in often):
-            return []  # how often the reminding goes, not the request's own words: a complaint
+        if often - _frequencies(c.text.lower()):
+            return []  # how often the reminding goes, not the request's own phrase: a complaint
         if not words:
             return [(c.position, f"retraction: no need to '{m.group('verb')}', the latest such request")]
         theirs = _content(rest)

@@ -15,7 +15,9 @@ Invariants (`supersede._not_needed`):
 - An act told how often ("twice", "again", "so often", "every time"; "once is enough"
   after it) complains about the reminding and takes nothing back; a frequency the
   request itself states ("... pills twice a day") is the request's own words, no
-  complaint (a review of 85ebfd6).
+  complaint (a review of 85ebfd6). The phrase is compared whole, with its unit: the
+  "twice" of "No need to remind me twice about calling mum." is no "twice a week" of
+  "Remind me to call mum twice a week." (a review of fddf11c).
 - The object ends where a clause of its own begins ("about mum because I'll see her on
   Sunday"): what follows tells why.
 - The cases of 0308f22 hold (tests/test_knowledge_update_plans.py).
@@ -32,6 +34,7 @@ LONG_DAY = "I had a long day at work."
 MUM = "Remind me to call mum on Sunday."
 RENT = "Remind me to pay the rent on the 1st."
 PILLS = "Remind me to take my pills twice a day."
+MUM_WEEKLY = "Remind me to call mum twice a week."
 
 
 # (the user's turns, each answered "Noted.", and {superseded user turn: its superseder})
@@ -70,6 +73,10 @@ PILLS = "Remind me to take my pills twice a day."
     ([PILLS, "No need to remind me about the pills twice a day."], {0: 1}),  # right after it
     (["Remind me to stretch every time I stand up.", LONG_DAY,
       "No need to remind me to stretch every time."], {0: 2}),  # "every time" is the reminder's
+    ([MUM_WEEKLY, LONG_DAY, "No need to remind me about calling mum twice a week."], {0: 2}),  # its phrase, unit too
+    # the phrase is compared whole, with its unit (a review of fddf11c: before {0: 2}, "twice" matched)
+    ([MUM_WEEKLY, LONG_DAY, "No need to remind me twice about calling mum."], {}),  # "twice" is not "twice a week"
+    ([MUM_WEEKLY, "No need to remind me twice about calling mum."], {}),  # right after it
     # a clause after the object tells why: the object is "mum"
     ([MUM, LONG_DAY, "No need to remind me about mum because I'll see her on Saturday."], {0: 2}),
     # a possessed thing the reminder itself names is the reminder's thing
