@@ -98,7 +98,6 @@ from tiermem.evals.conversations import checked_samples
 from tiermem.evals.locomo import LocomoError, Sample, id_text, sample_labels, session_times, turn_message
 from tiermem.memory import Memory
 from tiermem.planner.cache_rules import (
-    CACHEABLE_MIN_TOKENS,
     PROVIDERS,
     CacheRules,
     Renderer,
@@ -160,23 +159,6 @@ def planner_ttl(memories: Sequence[Memory], ttl: str) -> Iterator[None]:
     finally:
         for s, v in zip(settings, saved, strict=True):
             s.cache_ttl_s = v
-
-
-@contextmanager
-def planner_min_prefix(memories: Sequence[Memory]) -> Iterator[None]:
-    """The planners of `memories` know the minimum cacheable prefix of the providers this
-    eval bills under (planner.cache_rules.CACHEABLE_MIN_TOKENS: OpenAI's and Anthropic's
-    rules here) where their config names none (`Config.pricing.min_prefix_tokens`), as a
-    deployment on those providers would configure it, for the duration."""
-    settings = [m.planner.settings for m in memories]
-    saved = [s.cache_min_prefix for s in settings]
-    for s in settings:
-        s.cache_min_prefix = s.cache_min_prefix or CACHEABLE_MIN_TOKENS
-    try:
-        yield
-    finally:
-        for s, v in zip(settings, saved, strict=True):
-            s.cache_min_prefix = v
 
 
 def common_prefix_chars(a: str, b: str) -> int:
@@ -574,7 +556,7 @@ def run_cost(
     bound_turns: list[BoundTurn] = []
     parts = Decomposition(renderer)  # tiermem's bill by cause (evals.decompose)
     # inside the TTL the planner assumes no expiry either: the old replay, exactly
-    with planner_ttl(instances if use_tiermem else (), ttl), planner_min_prefix(instances if use_tiermem else ()):
+    with planner_ttl(instances if use_tiermem else (), ttl):
         for n, msg in enumerate(plan, start=1):
             memory.append_many(conv, [msg], namespace=ns)
             if msg["role"] == "user":

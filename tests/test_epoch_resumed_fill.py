@@ -34,7 +34,7 @@ from tiermem.tiers.tokens import messages_tokens
 @pytest.fixture
 def memory(tmp_path: Path, embedder: Embedder) -> Iterator[Memory]:
     """conftest's Memory, on a provider whose minimum cacheable prefix is configured as the
-    default rules' (Config.pricing.min_prefix_tokens): unset, a resumed session fills to
+    default rules' (Config.pricing.min_prefix_tokens, the default): None, a resumed session fills to
     the share as any epoch start (tests/test_epoch_resumed_limits.py)."""
     data = tmp_path / "data"
     mem = Memory(Config(data_dir=data, hot_budget_tokens=600, pricing={"min_prefix_tokens": CACHEABLE_MIN_TOKENS}),

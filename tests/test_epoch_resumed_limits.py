@@ -5,8 +5,9 @@ minimum cacheable prefix (planner.build `_resumed`, 0ae9f97), and what it must n
   past middle.MIDDLE_CAP_SHARE (its tail grown to the minimum before the retrieved block)
   is extended while it fits, not evicted to the head before those turns at once;
 - the minimum is the configured one (Config.pricing.min_prefix_tokens: Claude Haiku's is
-  2,048): filled past a guessed 1,024, a 2,048-token model caches nothing; unset, the
-  session resumes filled to EPOCH_START_FILL_SHARE as any epoch start;
+  2,048; 1,024 by default, OpenAI's and most Claude models'): filled past a guessed 1,024,
+  a 2,048-token model caches nothing; None, the session resumes filled to
+  EPOCH_START_FILL_SHARE as any epoch start;
 - a budget that cannot hold the minimum and a new epoch's reserve resumes as before:
   filled to the whole room, its next call would start another epoch.
 
@@ -48,12 +49,12 @@ FOLLOW_UP = "thanks, and which of those came first?"
 
 @pytest.fixture
 def make(tmp_path: Path, embedder: Embedder) -> Iterator[Any]:
-    """Memories with a configured minimum cacheable prefix (None: unset), closed afterwards."""
+    """Memories with a configured minimum cacheable prefix (None: none), closed afterwards."""
     made: list[tuple[Memory, Path]] = []
 
     def build(min_prefix: int | None) -> Memory:
         data = tmp_path / f"data{len(made)}"
-        pricing = {} if min_prefix is None else {"min_prefix_tokens": min_prefix}
+        pricing = {"min_prefix_tokens": min_prefix}
         mem = Memory(Config(data_dir=data, hot_budget_tokens=600, pricing=pricing), embedder=embedder,
                      background_indexing=False)
         made.append((mem, data))
@@ -106,7 +107,7 @@ def test_the_follow_up_to_a_resumed_recall_keeps_its_retrieved_turns(make: Any, 
 
 
 @pytest.mark.parametrize(("min_prefix", "budget"), [
-    (None, 2000),  # nothing configured: filled to the share, as any epoch start
+    (None, 2000),  # None configured: filled to the share, as any epoch start
     (None, 4000),  # the same at 4,000 (2,160 stored: past Haiku's 2,048 too)
     (HAIKU_MIN, 4000),  # Haiku's 2,048 configured: filled past it, not past 1,024
     (OPENAI_MIN, 4000),  # 1,024 configured: just past it
@@ -145,3 +146,12 @@ def test_a_small_budget_resumes_as_before(make: Any, budget: int) -> None:
     for k in range(3):
         nxt = ask(memory, f"user says {k} okay", at + 20 * (k + 1), budget)
         assert not nxt.plan.cache.new_epoch, (k, nxt.plan.cache.reason)
+
+
+def test_the_default_minimum_is_the_providers_rules_one() -> None:
+    # config.py keeps its own copy (no planner import at start-up): the two must agree, and
+    # the default configuration resumes past it (issue 22's figures are the default's)
+    from tiermem.config import DEFAULT_MIN_PREFIX_TOKENS
+    from tiermem.planner.cache_rules import CACHEABLE_MIN_TOKENS
+    assert DEFAULT_MIN_PREFIX_TOKENS == CACHEABLE_MIN_TOKENS
+    assert Config().pricing.min_prefix_tokens == CACHEABLE_MIN_TOKENS
