@@ -896,18 +896,11 @@ class Planner:
                    else key_change(prev.key, key))
         ext: _Extension | None = None
         # a new user message since the previous call (not another query on the same log):
-        # a new epoch then leaves room for the next calls (planner.epoch_policy). So does
-        # the first recorded context with no previous one kept (a conversation's first
-        # call, or the first after a restart or a lost state, on a log of any length): its
-        # user message is new to every context kept, and filled to the brim it left the
-        # next turn no room, a second miss in a row ("room used up"). A what-if plan
-        # (record=False) has no next call to leave room for: planned as before. A preview
-        # (the inspector's) is planned as the recorded call it shows (as_recorded)
-        moved_on = (latest_user is not None and self.settings.epochs
+        # a new epoch then leaves room for the next calls (planner.epoch_policy)
+        moved_on = (prev is not None and latest_user is not None and prev.latest_user is not None
+                    and latest_user != prev.latest_user and self.settings.epochs
                     and self.settings.retrieved_placement == "before_latest"
-                    and self.settings.system_messages != "before_latest"
-                    and (call.as_recorded if prev is None
-                         else prev.latest_user is not None and latest_user != prev.latest_user))
+                    and self.settings.system_messages != "before_latest")
         excess = total - (call.budget - epoch_policy.reserve_tokens(call.budget)) if moved_on else 0
         if prev is not None and not why_new:
             why_new = self._shown_gone(conv, prev, fixed.hidden)

@@ -18,11 +18,8 @@ decide between them on what the question's own ranking says:
   its rule on tokens too: either suffices).
 - **A new epoch on a new user message leaves room** (`EPOCH_RESERVE_SHARE` of the
   budget) by leaving out its lowest-scored retrieved turns, so the next questions can
-  append what they need instead of starting over at once. So does the first recorded
-  context with no previous one kept (a conversation's first call on a log of any length,
-  or the first after a restart or a lost state); a what-if plan there (`record=False`:
-  no next call extends it, e.g. the LoCoMo recall eval's fresh contexts) does not.
-  Another query on the same log (nothing appended) gets the whole room, as before.
+  append what they need instead of starting over at once. Another query on the same log
+  (nothing appended) gets the whole room, as before.
 
 Invariants: pure functions of the candidates and their scores (no I/O); the budget stays
 hard (planner.build counts the result exactly); nothing here depends on the query class
