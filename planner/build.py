@@ -330,9 +330,6 @@ class _Call:
     # the budget given (budget + pending), so a call with one extends an epoch as the call
     # whose latest message the log holds does (planner.epoch: a changed budget is a new one)
     pending: int = 0
-    # planned as a recorded call is, whatever `record` says: a preview (the inspector's
-    # "what the agent would get now") is planned as the agent's recorded call, storing nothing
-    as_recorded: bool = True
 
     @property
     def zone(self) -> Zone:
@@ -449,7 +446,7 @@ class Planner:
         timings = dict(stages or {})
         timings.setdefault("turns", turns_ms)
         call = _Call(conv, namespace, query, budget, system, hot, summaries, namespace_recall, table, plan, t0,
-                     timings, record and not preview, tz_name, pending=pending_tokens, as_recorded=record or preview)
+                     timings, record and not preview, tz_name, pending=pending_tokens)
         fixed = self._fixed(call, truncate_latest)
         call.mark("fixed")
         pools, caps = self._candidates(call, fixed)
