@@ -469,19 +469,35 @@ def put_back_metadata(row: StoredMessage, item: dict[str, Any], *, first: bool) 
       the text's citations) go on it, indexed among its own blocks
       (`tiermem.adapters.anthropic.item_extras`): the row's index the whole message's
       blocks, and on an item would land on another block or none;
+    - the Anthropic kept blocks (a server tool's call and its result, `anthropic_blocks`)
+      go on the text item, whose text holds their words, indexed among the blocks it is
+      cut into (`tiermem.adapters.anthropic.item_blocks`): with the row's indexes the
+      text item sent its first kept block in place of all its text and lost the rest
+      (the server call without its result is left out), and a call item carried them;
     - the keys that hold or index the whole message's content otherwise are left out: its
       LangChain content (it holds the popped call's block too, which would come back with
       the first item), its LangChain invalid calls (they name the message's last calls)
       and the Anthropic block order (an item is one text or one call);
     - every other key (the caller's) goes on every item."""
-    from tiermem.adapters.anthropic import EXTRA_KEY, ORDER_KEY, REPLY_KEY, THINKING_KEY, item_extras
+    from tiermem.adapters.anthropic import (
+        BLOCKS_KEY,
+        EXTRA_KEY,
+        ORDER_KEY,
+        REPLY_KEY,
+        THINKING_KEY,
+        item_blocks,
+        item_extras,
+    )
 
     once = {LANGCHAIN_ID_KEY, THINKING_KEY, REPLY_KEY}
-    left_out = {LANGCHAIN_CONTENT_KEY, LANGCHAIN_INVALID_CALLS_KEY, EXTRA_KEY, ORDER_KEY}
+    left_out = {LANGCHAIN_CONTENT_KEY, LANGCHAIN_INVALID_CALLS_KEY, EXTRA_KEY, ORDER_KEY, BLOCKS_KEY}
     metadata = row.metadata or {}
     kept = {k: v for k, v in metadata.items() if k not in left_out and (first or k not in once)}
-    extras = item_extras(row.body, metadata, item, thinking=first and THINKING_KEY in kept)
-    return {**kept, **({EXTRA_KEY: extras} if extras else {}), POPPED_FROM_KEY: row.position}
+    thinking = first and THINKING_KEY in kept
+    extras = item_extras(row.body, metadata, item, thinking=thinking)
+    blocks = item_blocks(row.body, metadata, item, thinking=thinking)
+    return {**kept, **({EXTRA_KEY: extras} if extras else {}), **({BLOCKS_KEY: blocks} if blocks else {}),
+            POPPED_FROM_KEY: row.position}
 
 
 def retract_latest(mem: MemoryLike, conversation_id: str) -> dict[str, Any] | None:

@@ -45,7 +45,9 @@ Indexes count the Anthropic blocks that one stored message converts back to (a
 Agents SDK's `pop_item` puts its text and each call back but the last as rows of their
 own), each row put back gets its own blocks' extras, indexed among its blocks
 (`item_extras`; the text row's citations are those of every text block, joined into
-one as the row holds them). A message whose metadata would pass
+one as the row holds them), and the text row the message's kept blocks, whose words its
+text holds: `to_anthropic` cuts that text at their words again (`item_blocks`), so the
+kept turn goes back whole, as before the pop. A message whose metadata would pass
 `max_metadata_bytes` is refused (`ValidationError` naming the largest block kept there,
 nothing returned to append: a server tool's results, with their `encrypted_content`,
 can need more than the default); so is a block type other than those above (naming the
@@ -865,6 +867,7 @@ def _restore(blocks: list[dict[str, Any]], meta: dict[str, Any], *, exact: bool,
             blocks.insert(min(max(at, 0), len(blocks)), copy.deepcopy(entry[1]))
             ahead += 1
     if exact:  # each kept block where its words stand (the text block from_anthropic made of it)
+        blocks = _split_kept(blocks, _kept_entries(meta))  # a popped row's text item: its words joined
         for entry in meta.get(BLOCKS_KEY) or ():
             if (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int)
                     and 0 <= entry[0] < len(blocks) and blocks[entry[0]]["type"] == "text"
@@ -952,6 +955,108 @@ def _assistant_blocks(chat: dict[str, Any]) -> list[tuple[dict[str, Any], str | 
     return out
 
 
+def _kept_entries(metadata: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """The well-formed `BLOCKS_KEY` entries of a row's metadata, as (index, block)."""
+    return [(e[0], e[1]) for e in metadata.get(BLOCKS_KEY) or ()
+            if isinstance(e, list) and len(e) == 2 and isinstance(e[0], int) and isinstance(e[1], dict)
+            and isinstance(e[1].get("type"), str)]
+
+
+def _segments(text: str, words: list[str]) -> list[str] | None:
+    """`text`, the text parts of one message joined one a line (a Responses message item
+    put back by a pop), cut into its kept blocks' `words` (in order, each a whole line
+    run) and the text between them (consecutive text parts stay joined: one block, as the
+    item has them); None where a kept block's words are not found so."""
+    out: list[str] = []
+    at = 0
+    for w in words:
+        p = at
+        while True:
+            p = text.find(w, p)
+            if p < 0:
+                return None
+            end = p + len(w)
+            if (p == at or text[p - 1] == "\n") and (end == len(text) or text[end] == "\n"):
+                break
+            p += 1
+        if p > at:
+            out.append(text[at:p - 1])  # the text before, less the newline joining it
+        out.append(w)
+        at = end + 1
+    if at < len(text):
+        out.append(text[at:])
+    return out
+
+
+def _split_kept(blocks: list[dict[str, Any]], entries: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """`blocks` with their one text block cut at the kept blocks' words (`_segments`)
+    where `entries` do not find each kept block's words at its index: the text item a pop
+    put back holds the message's text parts joined, and its entries index the blocks so
+    cut (`item_blocks`). Unchanged where they do (a row as `from_anthropic` stored it) or
+    where the text is not so made."""
+    words = [(i, _words(b)) for i, b in sorted(entries, key=lambda e: e[0])]
+    if all(0 <= i < len(blocks) and blocks[i]["type"] == "text" and blocks[i]["text"] == w for i, w in words):
+        return blocks
+    texts = [k for k, b in enumerate(blocks) if b["type"] == "text"]
+    cut = _segments(blocks[texts[0]]["text"], [w for _i, w in words]) if len(texts) == 1 else None
+    if cut is None:
+        return blocks
+    k = texts[0]
+    return [*blocks[:k], *({"type": "text", "text": t} for t in cut), *blocks[k + 1:]]
+
+
+def _item_text_at(body: dict[str, Any], metadata: dict[str, Any], *,
+                  thinking: bool) -> tuple[int, list[tuple[int, dict[str, Any]]], int]:
+    """Where the blocks of the text item of stored assistant message `body` go once put
+    back as a message of its own (`item_blocks`, `item_extras`): the index of its text
+    among them (after the message's thinking blocks where `thinking`), the message's kept
+    blocks indexed among them (its text cut at their words: `_split_kept`), and the offset
+    of the first text between them from the text's index (0 without kept blocks)."""
+    one: dict[str, Any] = {"type": "text"}
+    alone = _restore([one], {THINKING_KEY: metadata[THINKING_KEY]} if thinking and THINKING_KEY in metadata
+                     else {}, exact=True)
+    at = next(i for i, b in enumerate(alone) if b is one)
+    entries = _kept_entries(metadata)
+    chats = to_chat([body])
+    if not entries or len(chats) != 1 or chats[0].get("role") != "assistant":
+        return at, [], 0
+    tagged = _assistant_blocks(chats[0])
+    placed = _restore([b for b, _cid in tagged], {k: metadata[k] for k in (ORDER_KEY, THINKING_KEY)
+                                                   if k in metadata}, exact=True)
+    kept_at = {i: b for i, b in entries}
+    texts = [i for i, b in enumerate(placed) if b["type"] == "text"]  # the text parts, in the item's order
+    out: list[tuple[int, dict[str, Any]]] = []
+    seg = -1
+    plain: int | None = None
+    prev_plain = False
+    for i in texts:
+        if i in kept_at:
+            seg += 1
+            out.append((at + seg, copy.deepcopy(kept_at[i])))
+            prev_plain = False
+        elif not prev_plain:  # consecutive text parts: one segment
+            seg += 1
+            plain = seg if plain is None else plain
+            prev_plain = True
+    return at, out, plain or 0
+
+
+def item_blocks(body: dict[str, Any], metadata: dict[str, Any], item: dict[str, Any], *,
+                thinking: bool) -> list[list[Any]]:
+    """The `BLOCKS_KEY` entries for `item`, one of the Responses items that the stored
+    assistant message `body` converts to, when `item` is stored as a message of its own
+    (a pop puts the others back so: `tiermem.adapters._common.put_back_metadata`). The
+    kept blocks (a server tool's call and result) are the text item's: its text holds
+    their words, joined with the message's other text parts one a line; each entry
+    indexes the blocks `to_anthropic` makes of the item, its text cut at those words
+    (`_split_kept`), after the message's thinking blocks where `thinking`. [] for a call
+    item, and where `body`'s metadata keeps no block."""
+    if item.get("type") not in (None, "message"):
+        return []
+    _at, entries, _plain = _item_text_at(body, metadata, thinking=thinking)
+    return [[i, b] for i, b in entries]
+
+
 def item_extras(body: dict[str, Any], metadata: dict[str, Any], item: dict[str, Any], *,
                 thinking: bool) -> list[list[Any]]:
     """The `EXTRA_KEY` entries for `item`, one of the Responses items that the stored
@@ -960,7 +1065,8 @@ def item_extras(body: dict[str, Any], metadata: dict[str, Any], item: dict[str, 
     pop of one of `body`'s items puts the others back so: `tiermem.adapters._common.
     put_back_metadata`). Indexed among the blocks `to_anthropic` makes of that item: its
     one block, after the message's thinking blocks where `thinking` (the item carries
-    them). A call's extras (`caller`, `toolset_name`) are its block's; the text item joins
+    them; a text cut at kept blocks' words, `item_blocks`: the first text between them).
+    A call's extras (`caller`, `toolset_name`) are its block's; the text item joins
     the message's text blocks into one, which gets their citations, in order (a citation
     locates its cited text in a document, not in the block, so it holds for the joined
     block). [] where `body`'s metadata keeps no extra for the item's blocks."""
@@ -986,7 +1092,10 @@ def item_extras(body: dict[str, Any], metadata: dict[str, Any], item: dict[str, 
         extra = {"citations": copy.deepcopy([c for cs in lists for c in cs]) if lists else None}
     else:  # only cache_control, which is never sent back
         return []
-    one: dict[str, Any] = {"type": "text" if owner == "text" else "tool_use"}
+    if owner == "text":
+        at, _kept, plain = _item_text_at(body, metadata, thinking=thinking)
+        return [[at + plain, extra]]
+    one: dict[str, Any] = {"type": "tool_use"}
     alone = _restore([one], {THINKING_KEY: metadata[THINKING_KEY]} if thinking and THINKING_KEY in metadata
                      else {}, exact=True)
     return [[next(i for i, b in enumerate(alone) if b is one), extra]]
