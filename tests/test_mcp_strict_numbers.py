@@ -49,6 +49,9 @@ NUMBER_ARGS: list[tuple[str, str, dict[str, Any]]] = [
     ("append", "expect_position", {"conversation_id": "new", "message": {"role": "user", "content": "hi"}}),
     # lax: `true` read as a budget of 1 token, refused by the planner under its own message
     ("context", "budget", {"conversation_id": CONV, "query": "window seat?"}),
+    # strict from the start (the HTTP context's arguments, added since): kept so
+    ("context", "pending_tokens", {"conversation_id": CONV, "query": "window seat?"}),
+    ("context", "max_breakpoints", {"conversation_id": CONV, "query": "window seat?", "format": "anthropic"}),
     # lax: `"5"` read as the page from position 5
     ("history", "start", {"conversation_id": CONV}),
     # lax: `true` read as a page of one message
@@ -72,6 +75,15 @@ VALUES: list[Any] = [
     5.5,  # a fraction is no integer
     5.0,  # an integral float neither, as check_int has it
 ]
+
+# (tool, the argument, the rest of a valid call): every boolean argument, a JSON boolean only
+BOOL_ARGS: list[tuple[str, str, dict[str, Any]]] = [
+    # `"true"`, 1 or `"yes"` would read as true in lax mode (HTTP's ContextIn is strict)
+    ("context", "truncate_latest", {"conversation_id": CONV, "query": "window seat?"}),
+    ("context", "namespace_recall", {"conversation_id": CONV, "query": "window seat?"}),
+]
+BOOL_VALUES: list[Any] = [1, 0, "true", "yes"]  # each refused for a boolean argument
+BOOLEAN_REFUSAL = "Input should be a valid boolean"
 
 # (tool, the argument, the value, the rest of a valid call): text arguments given another
 # type, refused already (pydantic's lax mode makes no string of a number): kept so
@@ -149,7 +161,18 @@ def test_every_number_argument_of_every_tool_is_in_the_table(mem: Memory) -> Non
                     out.add((t.name, name))
         return out
 
-    assert asyncio.run(run()) == {(tool, arg) for tool, arg, _base in NUMBER_ARGS}
+    assert asyncio.run(run()) == {(tool, arg) for tool, arg, _base in NUMBER_ARGS + BOOL_ARGS}
+
+
+@pytest.mark.parametrize(("tool", "arg", "base", "value"), [
+    pytest.param(tool, arg, base, value, id=f"{tool}.{arg}={value!r}")
+    for tool, arg, base in BOOL_ARGS for value in BOOL_VALUES])
+def test_a_boolean_argument_of_another_json_type_is_a_tool_error(mem: Memory, tool: str, arg: str,
+                                                                 base: dict[str, Any], value: Any) -> None:
+    before = every_row(mem.config.db_path)
+    is_error, text = _call(mem, tool, {**base, arg: value})
+    assert is_error and _names(text, arg, BOOLEAN_REFUSAL), text
+    assert every_row(mem.config.db_path) == before
 
 
 # (tool, a valid call, what the answer holds): integers are still taken

@@ -36,11 +36,14 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field, StrictInt
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+from pydantic import ConfigDict, Field, StrictBool, StrictInt
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, LocalMemory
 from tiermem.adapters.anthropic import to_anthropic
 from tiermem.config import MAX_ID_CHARS_LIMIT
+from tiermem.memory import MAX_BUDGET_TOKENS
+from tiermem.planner.plan import MAX_BREAKPOINTS
 from tiermem.tiers.errors import TiermemError, ValidationError
 from tiermem.tiers.models import (
     INCARNATION_PATTERN,
@@ -62,6 +65,8 @@ INSTRUCTIONS = (
     "slice of the past that fits your token budget, with the reasons each part was chosen."
 )
 
+# to_anthropic's `thinking` (its THINKING_SCOPES, which tests/test_mcp_unknown_arguments.py holds this equal to)
+ThinkingScope = Literal["current_loop", "all"]
 ONLY_MESSAGE = "messages[0]."  # how append_outcome names a field of the one message appended
 # what the tools (schemas) and the stdio reader (guard) import on first use; `load_service`
 # imports them before serving (either loads the whole package: both named, both are used)
@@ -209,12 +214,34 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
                     description="`openai`: Chat Completions messages; `anthropic`: `system` blocks and "
                     "`messages` for Anthropic's messages.create")] = "openai",
                 timezone: Annotated[str | None, Field(description=TIMEZONE_DOC)] = None,
+                pending_tokens: Annotated[StrictInt, Field(ge=0, le=MAX_BUDGET_TOKENS, description=(
+                    "tokens you send after the context, a message not stored yet: the context is planned "
+                    "under `budget` less them"))] = 0,
+                truncate_latest: Annotated[StrictBool, Field(description=(
+                    "cut the latest user message instead of failing when it alone exceeds the budget"))] = False,
+                namespace_recall: Annotated[StrictBool, Field(description=(
+                    "also retrieve from this namespace's other conversations"))] = True,
+                thinking: Annotated[ThinkingScope | None, Field(description=(
+                    "format anthropic only: whose thinking blocks go back, `current_loop` (default) or `all`"))]
+                = None,
+                max_breakpoints: Annotated[StrictInt | None, Field(ge=0, le=MAX_BREAKPOINTS, description=(
+                    f"format anthropic only: at most this many `cache_control` marks (default "
+                    f"{MAX_BREAKPOINTS})"))] = None,
                 ) -> dict[str, Any]:
+        # the HTTP context's arguments (ContextIn), validated as it validates them: the
+        # Anthropic options are refused with format openai (nothing they could change)
+        options: dict[str, Any] = {name: value for name, value in
+                                   (("thinking", thinking), ("max_breakpoints", max_breakpoints)) if value is not None}
+        if format != ANTHROPIC_FORMAT and options:
+            raise MemoryToolError(ValidationError(next(iter(options)), 'only with format "anthropic" (an OpenAI '
+                                                  "context has no thinking blocks or cache marks)"))
         mem = mem_of(ctx)
-        out = guard("context", mem.context, conversation_id, query, budget, system=system, timezone=timezone)
+        out = guard("context", mem.context, conversation_id, query, budget, system=system, timezone=timezone,
+                    pending_tokens=pending_tokens, truncate_latest=truncate_latest,
+                    namespace_recall=namespace_recall)
         rest = {"tokens": out.tokens, "plan": render(out.plan.to_dict()), "explain": out.plan.explain()}
         if format == ANTHROPIC_FORMAT:
-            req = guard("context", to_anthropic, out, mem)
+            req = guard("context", to_anthropic, out, mem, **options)
             return {"format": format, "system": render(req.system), "messages": render(req.messages), **rest,
                     "breakpoints": [asdict(b) for b in req.breakpoints]}
         return {"messages": render(out.messages), **rest}
@@ -288,4 +315,26 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
         report = guard("erase", mem.delete_conversation, conversation_id)
         return {"erased": True, **report.tenant_json()}
 
+    _refuse_unknown_arguments(server)
     return server
+
+
+def _refuse_unknown_arguments(server: MCPServer) -> None:
+    """Make every tool refuse an argument it does not take, and say so in its schema.
+
+    The mcp package's argument models ignore extra keys (pydantic's default): `append` with a
+    misspelled `expect_postion` wrote unconditionally, an `idempotency_kee` sent twice stored
+    twice, and `context` took a `pending_tokens` it then dropped. Each tool's model is made
+    `extra="forbid"` (a subclass of the package's, its fields and their checks unchanged), so
+    such a call is a tool error naming the argument (`Extra inputs are not permitted`)
+    before the tool runs: nothing is written, as the HTTP routes refuse an unknown field
+    (their models are `extra="forbid"`). The published `inputSchema` comes from the same
+    model, so it carries `additionalProperties: false`. The package has no public way to
+    set a tool's model (mcp 2.x: `MCPServer._tool_manager`; tests/test_mcp_unknown_arguments.py
+    holds both halves)."""
+    for tool in server._tool_manager.list_tools():
+        lax = tool.fn_metadata.arg_model
+        strict: type[ArgModelBase] = type(lax.__name__, (lax,), {"model_config": ConfigDict(extra="forbid"),
+                                                                 "__module__": lax.__module__})
+        tool.fn_metadata.arg_model = strict
+        tool.parameters = strict.model_json_schema(by_alias=True)
