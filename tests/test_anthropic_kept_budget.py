@@ -23,9 +23,9 @@ from anthropic.types import MessageParam
 from pydantic import ConfigDict, TypeAdapter
 
 from tiermem import Config, Memory
-from tiermem.adapters.anthropic import from_anthropic, kept_block_tokens, to_anthropic
+from tiermem.adapters.anthropic import DOCUMENT_REFERENCE_TOKENS, from_anthropic, kept_block_tokens, to_anthropic
 from tiermem.tiers.embed_onnx import FastEmbedder
-from tiermem.tiers.formats import FILE_BYTES_PER_TOKEN, REFERENCE_TOKENS
+from tiermem.tiers.formats import FILE_BYTES_PER_TOKEN
 from tiermem.tiers.tokens import BpeTokenCounter
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -68,8 +68,8 @@ KEPT = ("server_tool_use", "web_search_tool_result")
 def _sent_tokens(counter: BpeTokenCounter, ctx_tokens: int, words: dict[str, str], req: Any) -> int:
     """What the request sends, counted: the plan's count, each kept block sent whole
     counted as its JSON's text less its payloads, which count by the rule of
-    tiers.formats (decoded bytes at FILE_BYTES_PER_TOKEN; a URL document the flat
-    REFERENCE_TOKENS) instead of its words, which the plan counted."""
+    tiers.formats (decoded bytes at FILE_BYTES_PER_TOKEN; a URL document the estimate
+    DOCUMENT_REFERENCE_TOKENS) instead of its words, which the plan counted."""
     total = ctx_tokens
     for m in req.messages:
         for b in m["content"]:
@@ -81,7 +81,7 @@ def _sent_tokens(counter: BpeTokenCounter, ctx_tokens: int, words: dict[str, str
                         payload += math.ceil(len(r["encrypted_content"]) * 3 // 4 / FILE_BYTES_PER_TOKEN)
                         r["encrypted_content"] = ""
                 if b["type"] == "document":
-                    payload += REFERENCE_TOKENS
+                    payload += DOCUMENT_REFERENCE_TOKENS
                 total += counter.count(json.dumps(shown, separators=(",", ":"))) + payload
                 total -= counter.count(words[b["type"]])
     return total
@@ -93,13 +93,13 @@ def _open(tmp_path: Any, embedder: FastEmbedder) -> Memory:
 
 
 # (budget in tokens, the kept blocks sent whole). The plan holds the turns after the PDF's
-# (about 180 tokens: the PDF's turn does not fit under 5,000), the search pair sent whole
-# adds about 3,900, the URL document about 1,030
+# (about 180 tokens: the PDF's turn does not fit in 5,000 with them), the search pair sent
+# whole adds about 3,900, the URL document about 4,630 (DOCUMENT_REFERENCE_TOKENS: 4,600)
 BUDGETS: list[tuple[int, list[str]]] = [
     (100_000, ["document", *KEPT]),  # room for every block whole
     # the oldest, the URL document, goes whole; the search pair after it no longer fits and goes
     # as its words (the newest first: the earlier messages stay as an earlier call sent them)
-    (4_500, ["document"]),
+    (5_000, ["document"]),
     (1_000, []),  # none fits whole: every one as its words
     (300, []),  # the plan itself near the budget
 ]
@@ -138,8 +138,8 @@ def test_what_to_anthropic_sends_stays_within_the_budget(tmp_path: Any, embedder
 RULE: list[tuple[str, dict[str, Any], int]] = [
     # five encrypted pages: 3,000 decoded bytes each at 4 bytes a token
     ("web_search_result", SEARCH_REPLY["content"][1], 5 * math.ceil(ENCRYPTED_BYTES / FILE_BYTES_PER_TOKEN)),
-    # a document the API fetches: the flat guess for a file given by URL
-    ("url_document", URL_DOC, REFERENCE_TOKENS),
+    # a document the API fetches: the estimate for a document given by URL (one PDF page)
+    ("url_document", URL_DOC, DOCUMENT_REFERENCE_TOKENS),
     # a plain-text document: all of it text
     ("text_document", {"type": "document", "source": {"type": "text", "media_type": "text/plain",
                                                       "data": "the fetched marmalade recipe"}}, 0),

@@ -97,7 +97,9 @@ without the images and documents kept in `anthropic_content`, and what is sent w
 costs `kept_block_tokens` (its JSON counted as text with the memory's counter, less its
 payloads, which cost as `tiers.formats` counts what is not text: an `encrypted_content`,
 a citation's `encrypted_index` or a base64 source's data one token per 4 decoded bytes,
-a document read by URL or file id the flat REFERENCE_TOKENS). These go whole in request
+a document read by URL or file id `document_tokens`, an estimate: `DOCUMENT_REFERENCE_TOKENS`
+by default, one PDF page at Anthropic's rates, and the request says so in its `notes`,
+naming each such document sent whole). These go whole in request
 order while the context's tokens with them fit the plan's budget; from the first that
 does not fit on, each goes as the plan counted it (a kept block as its words, a server
 call with its results; a text block without its citations; a result as its text): a web
@@ -207,7 +209,6 @@ from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint, Context
 from tiermem.tiers.errors import ValidationError, field_error, shown
 from tiermem.tiers.formats import (
     CALL_ID_MAX_CHARS,
-    REFERENCE_TOKENS,
     TOOL_NAME_MAX_CHARS,
     SentCallIds,
     base64_tokens,
@@ -278,9 +279,20 @@ PDF_SUFFIX = ".pdf"
 # a search result's encrypted page, a base64 source's data
 # (and a web search citation's encrypted index, which a text block's `citations` carry)
 PAYLOAD_KEYS = frozenset({"encrypted_content", "encrypted_index"})
-# a document the API reads by reference (a URL, a file id) costs REFERENCE_TOKENS, the
-# flat guess for a file given only by id or URL
+# A document the API reads by reference (a URL, a file id) is fetched by Anthropic, never
+# by tiermem, so what it costs is not known here: an estimate, `document_tokens` (a
+# setting of `to_anthropic`), DOCUMENT_REFERENCE_TOKENS by default. Anthropic's PDF guide
+# (platform.claude.com/docs/en/build-with-claude/pdf-support, "Estimate your costs") puts a
+# page's text at 1,500 to 3,000 tokens, and sends each page as an image too, which costs
+# at most about 1,600 (an image of 1.15 megapixels, the largest the API keeps unscaled):
+# one page at the top of both, 4,600. A longer document costs more per page: a caller who
+# knows its documents' lengths passes its own figure. (tiers.formats' REFERENCE_TOKENS,
+# 1,024, is the OpenAI form's guess for a file by id; one page of a PDF passes it.)
 REFERENCE_SOURCES = frozenset({"url", "file"})
+PDF_PAGE_TEXT_TOKENS = 3_000  # the top of Anthropic's 1,500 to 3,000 a page
+PDF_PAGE_IMAGE_TOKENS = 1_600  # a page as an image of at most 1.15 megapixels (width * height / 750)
+DOCUMENT_REFERENCE_TOKENS = PDF_PAGE_TEXT_TOKENS + PDF_PAGE_IMAGE_TOKENS
+MAX_DOCUMENT_TOKENS = 10_000_000  # a bound on `document_tokens`: past any context window
 # Tokens the plan may have counted less for a kept block's words than their count alone:
 # the words are one part of the message's text, joined to the next by a newline, which the
 # tokenizer can merge with a punctuation mark ending them
@@ -320,11 +332,15 @@ class AnthropicBreakpoint:
 class AnthropicRequest:
     """`system` text blocks and `messages` for `client.messages.create`, and where the
     plan's breakpoints are in them (`breakpoints`: every one the request holds, marked or
-    not, in the plan's order; the marks are already placed, at most `max_breakpoints`)."""
+    not, in the plan's order; the marks are already placed, at most `max_breakpoints`);
+    `notes`: what its count of tokens estimates (a document the API fetches, sent whole)."""
 
     system: list[dict[str, Any]]
     messages: list[dict[str, Any]]
     breakpoints: list[AnthropicBreakpoint] = field(default_factory=list)
+    # what the request's token count holds that is an estimate, or that an earlier
+    # request of the epoch sent otherwise, one line each (module docstring, "Out")
+    notes: list[str] = field(default_factory=list)
 
     def kwargs(self) -> dict[str, Any]:
         """`system` and `messages` as keyword arguments (`system` left out when empty)."""
@@ -1208,12 +1224,13 @@ def _current_loop_thinking(turns: list[list[Any]]) -> list[list[Any]]:
     return out
 
 
-def kept_block_tokens(counter: TokenCounter, block: dict[str, Any]) -> int:
+def kept_block_tokens(counter: TokenCounter, block: dict[str, Any], *,
+                      document_tokens: int = DOCUMENT_REFERENCE_TOKENS) -> int:
     """What a kept block costs sent whole, by the rule of `tiers.formats` for what is not
     text: its JSON as sent (compact, no `cache_control`) counted as text with `counter`,
     less its payloads, which cost their decoded bytes at FILE_BYTES_PER_TOKEN each (the
-    strings under PAYLOAD_KEYS, a base64 source's `data`), and REFERENCE_TOKENS for each
-    document the API reads by reference (REFERENCE_SOURCES)."""
+    strings under PAYLOAD_KEYS, a base64 source's `data`), and `document_tokens`, an
+    estimate, for each document the API reads by reference (REFERENCE_SOURCES)."""
     payload = 0
     root = copy.deepcopy(_without_cache_control(block))  # every container new: stripped in place
     stack: list[Any] = [root]
@@ -1233,7 +1250,7 @@ def kept_block_tokens(counter: TokenCounter, block: dict[str, Any]) -> int:
                 stack.append(v)
         source = value.get("source")
         if value.get("type") == DOCUMENT and isinstance(source, dict) and source.get("type") in REFERENCE_SOURCES:
-            payload += REFERENCE_TOKENS
+            payload += document_tokens
     return counter.count(json.dumps(root, ensure_ascii=False, separators=(",", ":"))) + payload
 
 
@@ -1248,7 +1265,8 @@ def _counter(memory: MemoryLike | None) -> TokenCounter:
     return BpeTokenCounter()
 
 
-def _fit_kept(turns: list[list[Any]], kept: _Kept, counter: TokenCounter, ctx: Context) -> None:
+def _fit_kept(turns: list[list[Any]], kept: _Kept, counter: TokenCounter, ctx: Context, *,
+              document_tokens: int) -> None:
     """Keep the request within the plan's budget, in place: the plan counted each kept
     block as its words (the text part it is stored as), a text block without its
     citations and a tool result as its stored text, and what is sent whole costs
@@ -1269,8 +1287,8 @@ def _fit_kept(turns: list[list[Any]], kept: _Kept, counter: TokenCounter, ctx: C
                 continue
             stored = entry[1]
             counted = (max(0, counter.count(stored) - WORDS_JOIN_TOKENS) if isinstance(stored, str)
-                       else kept_block_tokens(counter, stored))
-            extra = max(0, kept_block_tokens(counter, b) - counted)
+                       else kept_block_tokens(counter, stored, document_tokens=document_tokens))
+            extra = max(0, kept_block_tokens(counter, b, document_tokens=document_tokens) - counted)
             server = b["type"] == SERVER_TOOL_USE or b["type"] in SERVER_RESULT_TYPES
             call = b.get("id") if b["type"] == SERVER_TOOL_USE else b.get("tool_use_id")
             key = (t, "server", call) if role == "assistant" and server and isinstance(stored, str) \
@@ -1312,14 +1330,19 @@ def _as_counted(unit: list[tuple[dict[str, Any], str | dict[str, Any], int]]) ->
 
 
 def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
-                 max_breakpoints: int = MAX_BREAKPOINTS, thinking: str = "current_loop") -> AnthropicRequest:
+                 max_breakpoints: int = MAX_BREAKPOINTS, thinking: str = "current_loop",
+                 document_tokens: int = DOCUMENT_REFERENCE_TOKENS) -> AnthropicRequest:
     """A context as a Messages API request (module docstring, "Out"); `memory`, the one
     the context came from, restores what `from_anthropic` kept in metadata; `thinking`,
-    whose turns' thinking blocks go back (module docstring)."""
+    whose turns' thinking blocks go back (module docstring); `document_tokens`, what a
+    document the API reads by URL or file id is counted at (an estimate: the request's
+    `notes` name each one sent whole)."""
     if thinking not in THINKING_SCOPES:
         raise ValidationError("thinking", f"must be one of {', '.join(THINKING_SCOPES)}")
     check_int(max_breakpoints, "max_breakpoints", 0, MAX_BREAKPOINTS,
               "(Anthropic's limit on cache_control marks in a request)")
+    check_int(document_tokens, "document_tokens", 0, MAX_DOCUMENT_TOKENS,
+              "(the tokens a document the API fetches by URL or file id is counted at)")
     stored = _stored(ctx, check_memory(memory) if memory is not None else None)
     kept: _Kept = {}  # what was put back beyond the plan's count, with what it was counted as
     system: list[dict[str, Any]] = []
@@ -1350,7 +1373,7 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
         if role == "assistant":  # merged from several messages: its thinking first, in order
             blocks.sort(key=lambda b: b["type"] not in THINKING_TYPES)
     if kept:
-        _fit_kept(turns, kept, _counter(memory), ctx)
+        _fit_kept(turns, kept, _counter(memory), ctx, document_tokens=document_tokens)
     if not turns or turns[0][0] == "assistant":  # the API refuses any other opening, and no message at all
         turns.insert(0, ["user", [{"type": "text", "text": CONTINUED_TEXT}]])
     trimmed: dict[str, Any] | None = None
@@ -1380,7 +1403,25 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
     return AnthropicRequest(system=[marks(b) for b in system],
                             messages=[{"role": r, "content": [marks(b) for b in bs]} for r, bs in turns],
                             breakpoints=[AnthropicBreakpoint(bp.layer, bp.tokens, *where[end])
-                                         for end, bp in found.items()])
+                                         for end, bp in found.items()],
+                            notes=_estimate_notes(turns, document_tokens))
+
+
+def _estimate_notes(turns: list[list[Any]], document_tokens: int) -> list[str]:
+    """A line for each document the API fetches (by URL or file id) that the request
+    sends whole, also inside a tool result: its cost is the estimate `document_tokens`."""
+    notes: list[str] = []
+    for t, (_role, blocks) in enumerate(turns):
+        for i, b in enumerate(blocks):
+            inner = b.get("content") if b["type"] == "tool_result" else None
+            for j, d in enumerate(inner if isinstance(inner, list) else [b]):
+                source = d.get("source") if isinstance(d, dict) and d.get("type") == DOCUMENT else None
+                if isinstance(source, dict) and source.get("type") in REFERENCE_SOURCES:
+                    where = f"messages[{t}].content[{i}]" + (f".content[{j}]" if inner is not None else "")
+                    notes.append(f"{where}: a document given by {source['type']}, counted at {document_tokens} "
+                                 "tokens, an estimate (its size is not known without fetching it: "
+                                 "to_anthropic's document_tokens)")
+    return notes
 
 
 _End = TypeVar("_End", bound=Hashable)
