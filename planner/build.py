@@ -185,6 +185,10 @@ EPOCH_START_FILL_SHARE = 0.54
 # (`_fill_cacheable`): each grows the tail by the shortfall, the crossing unit included,
 # so one is almost always enough; the bound keeps a pathological count from looping
 FILL_CACHEABLE_ROUNDS = 3
+# Rounds of trimming a tool output further for a new epoch's reserve (`_shortened`): the
+# allowance falls by what is still over, so a second is rarely needed (decoding and
+# encoding again may merge or split a token at the cut)
+RETRIM_ROUNDS = 3
 # How long the planner assumes a provider keeps a prompt cache (PlannerSettings.cache_ttl_s):
 # a call more than this after the previous one (by the log's created_at) starts a new epoch,
 # as every token of an extension would be a miss anyway. An hour, the longest common
@@ -1171,22 +1175,78 @@ class Planner:
                     total: int) -> tuple[list[Segment], int]:
         """A new epoch on a new user message (`segments`, `total` tokens), less its
         lowest-scored retrieved turns that free `excess` tokens, so the next calls can
-        append (planner.epoch_policy). Only retrieved turns give way: when they are not
-        enough, the context keeps what the stable layers hold."""
-        gone = epoch_policy.lowest(packing.chosen["retrieved"], excess)
-        if not gone:
+        append (planner.epoch_policy). A turn much larger than what is still to free is
+        not dropped for it: a trimmed tool output is trimmed further by that much
+        (`_shortened`), another stays when fewer tokens of the next lowest-scored turns
+        free it (epoch_policy.give_way). Only retrieved turns give way: when they are
+        not enough, the context keeps what the stable layers hold."""
+        chosen = packing.chosen["retrieved"]
+        refused: set[tuple[str, int]] = set()  # shortenable by their line, not by their text
+        while True:
+            way = epoch_policy.give_way(chosen, excess, lambda c: _retrimmable(c) and _key(c) not in refused)
+            short = self._shortened(call, way.shorten, way.by) if way.shorten is not None else None
+            if way.shorten is None or short is not None:
+                break
+            refused.add(_key(way.shorten))
+        if not way.gone and short is None:
             return segments, total
-        for c in gone:
-            packing.chosen["retrieved"].remove(c)
-        packing.pools["retrieved"] = epoch_policy.ranked(packing.pools["retrieved"], gone)
+        for c in way.gone:
+            chosen.remove(c)
+        packing.pools["retrieved"] = epoch_policy.ranked(packing.pools["retrieved"], way.gone)
+        freed = sum(c.tokens for c in way.gone)
+        if way.shorten is not None and short is not None:
+            chosen[chosen.index(way.shorten)] = short
+            freed += way.shorten.tokens - short.tokens
         reserve = epoch_policy.reserve_tokens(call.budget)
         # the limit never asks more of the exact count than the retrieved turns freed
-        limit = max(call.budget - reserve, total - sum(c.tokens for c in gone))
+        limit = max(call.budget - reserve, total - freed)
+        if way.shorten is not None and short is not None:
+            # packing's count is an estimate (a heading shared by the lines left out stays):
+            # what the exact count is still over comes off the shortened turn too, or the
+            # fit would drop the lowest-scored turn left, this one, whole
+            for _ in range(RETRIM_ROUNDS):
+                messages, _kinds, _where = self.render.render(fixed.messages, packing.chosen, fixed.latest_body,
+                                                              fixed.latest_user)
+                over = messages_tokens(self.tokens, self.render.out(messages)) - limit
+                again = self._shortened(call, way.shorten, way.shorten.tokens - short.tokens + over) if over > 0 else None
+                if again is None:
+                    break
+                chosen[chosen.index(short)] = short = again
         messages, kinds, where, total = self._fit(call, fixed, packing, limit=limit)
-        call.plan.retrieval += (f"; a new epoch on a new user message: {len(gone)} lowest-scored turn(s) left out "
+        what = [f"{len(way.gone)} lowest-scored turn(s) left out"] if way.gone else []
+        if way.shorten is not None and short is not None and short in chosen:
+            what.append(f"a low-scored turn, #{way.shorten.position} (a tool output, {way.shorten.tokens} "
+                        f"tokens), trimmed further to {short.tokens} instead of left out")
+        call.plan.retrieval += (f"; a new epoch on a new user message: {' and '.join(what)} "
                                 f"so {reserve} tokens stay free for the next calls to append")
         items, latest_item = self._items(call, fixed, packing)
         return fresh_segments(messages, kinds, where, items, latest_item), total
+
+    def _shortened(self, call: _Call, c: Candidate, by: int) -> Candidate | None:
+        """`c` (a retrieved tool output's line, trimmed) trimmed further, at least `by`
+        tokens shorter as packed, through the Renderer's trim of the turn's text; None
+        when its text no longer renders as its line (a label, another reader's form) or
+        no allowance gets it that short."""
+        found = self.cold.get(c.conversation_id, [c.position])
+        if not found:
+            return None
+        m = found[0]
+        allowance = self.settings.tool_trim_tokens
+        if self.render.line(m, dated=False, zone=call.zone, trim_to=allowance) != (c.text, True):
+            return None
+        want = c.tokens - by
+        allowance -= by
+        for _ in range(RETRIM_ROUNDS):
+            if allowance <= 0:
+                return None
+            line, _trimmed = self.render.line(m, dated=False, zone=call.zone, trim_to=allowance)
+            cost = self.render.line_tokens(line) + HEADING_SHARE_TOKENS  # as packing counts a line
+            if cost <= want:
+                return replace(c, text=line, tokens=cost, reason=(
+                    f"{c.reason}; trimmed further ({c.tokens} -> {cost} tokens) so a new epoch's reserve "
+                    "stays free: a large turn is not left out for a few tokens"))
+            allowance -= cost - want  # decode and encode again may merge or split a token
+        return None
 
     def _extend(self, prev: EpochState, call: _Call, fixed: _Fixed, packing: Packing,
                 latest_item: PlanItem | None, excess: int | None = None) -> tuple[_Extension | None, str]:
@@ -1322,7 +1382,7 @@ class Planner:
         min_share = EXTEND_MIN_NEED_SHARE if call.plan.query_class in NEEDS_ROOM_CLASSES else 0.0
         # what a new epoch would show is weighed on all it would choose
         ranking = epoch_policy.ranked(read, packing.pools["retrieved"]) if excess is not None and wanted else []
-        worth = epoch_policy.new_epoch_value(ranking, read, excess or 0) if ranking else 0.0
+        worth = epoch_policy.new_epoch_value(ranking, read, excess or 0, _retrimmable) if ranking else 0.0
         by_value = False
         dropped = 0
         cut: int | None = None
@@ -1506,3 +1566,13 @@ class Planner:
         while out and base + message_tokens(self.tokens, self.render.block("retrieved", out, conv)) > budget:
             out.pop()  # the estimate shared a heading a line; the exact count decides
         return out
+
+
+def _key(c: Candidate) -> tuple[str, int]:
+    return c.conversation_id, c.position
+
+
+def _retrimmable(c: Candidate) -> bool:
+    """Whether `c` is a retrieved tool output's line that its trim cut (planner.render:
+    its marker says so), which a smaller allowance can shorten."""
+    return c.slice == "retrieved" and c.fidelity == "trimmed" and "[... trimmed " in c.text

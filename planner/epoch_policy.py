@@ -18,8 +18,12 @@ decide between them on what the question's own ranking says:
   its rule on tokens too: either suffices).
 - **A new epoch on a new user message leaves room** (`EPOCH_RESERVE_SHARE` of the
   budget) by leaving out its lowest-scored retrieved turns, so the next questions can
-  append what they need instead of starting over at once. Another query on the same log
-  (nothing appended) gets the whole room, as before.
+  append what they need instead of starting over at once. A turn much larger than what
+  is still to free (`much_larger`: a long tool output, a pasted document) does not go
+  whole for a few dozen tokens: a shortenable one (a trimmed tool output, trimmed
+  further) gives only what is still to free; another stays when the fewest of the next
+  lowest-scored turns free it instead, with fewer tokens (`give_way`). Another query on
+  the same log (nothing appended) gets the whole room, as before.
 
 Invariants: pure functions of the candidates and their scores (no I/O); the budget stays
 hard (planner.build counts the result exactly); nothing here depends on the query class
@@ -29,13 +33,35 @@ LoCoMo dev conversations in the session eval and checked on the fourth (see READ
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 
 from tiermem.planner.candidates import Candidate
 
 RANK_WEIGHT_EXPONENT = 1.0
 EXTEND_MIN_VALUE_SHARE = 0.8
 EPOCH_RESERVE_SHARE = 0.15
+# A turn is much larger than what is still to free when it would keep at least this share
+# of its tokens and at least SHORTEN_MIN_KEPT_TOKENS: dropped whole, it gave up more than
+# twice what the reserve asked (at 500 tokens a 435-token tool output, the one turn the
+# question needed, went to free 75). The floor keeps short chat turns (LoCoMo's are 20-80
+# tokens) on the whole-turn rule: shortening one saves too little to matter.
+SHORTEN_MIN_KEPT_SHARE = 0.5
+SHORTEN_MIN_KEPT_TOKENS = 64
+
+
+@dataclass
+class GiveWay:
+    """What a new epoch's reserve takes from the retrieved turns: `gone` leave whole;
+    `shorten` (when not None) stays, `by` tokens shorter."""
+
+    gone: list[Candidate] = field(default_factory=list)
+    shorten: Candidate | None = None
+    by: int = 0
+
+    def freed(self) -> int:
+        """The tokens it frees, as packed."""
+        return sum(c.tokens for c in self.gone) + self.by
 
 
 def ranked(*pools: Iterable[Candidate]) -> list[Candidate]:
@@ -54,12 +80,16 @@ def reserve_tokens(budget: int) -> int:
     return int(budget * EPOCH_RESERVE_SHARE)
 
 
+def _lowest_first(chosen: Sequence[Candidate]) -> list[Candidate]:
+    return sorted(chosen, key=lambda c: (c.score, c.other, -c.position))
+
+
 def lowest(chosen: Sequence[Candidate], tokens: int) -> list[Candidate]:
     """The lowest-scored of `chosen` whose tokens together reach `tokens` (all of them
     when they do not)."""
     out: list[Candidate] = []
     freed = 0
-    for c in sorted(chosen, key=lambda c: (c.score, c.other, -c.position)):
+    for c in _lowest_first(chosen):
         if freed >= tokens:
             break
         out.append(c)
@@ -67,10 +97,64 @@ def lowest(chosen: Sequence[Candidate], tokens: int) -> list[Candidate]:
     return out
 
 
-def new_epoch_value(ranking: Sequence[Candidate], chosen: Sequence[Candidate], excess: int) -> float:
-    """What a new epoch would show of `ranking`: `chosen` less the lowest-scored turns
-    that free `excess` tokens (the reserve it leaves)."""
-    gone = {(c.conversation_id, c.position) for c in lowest(chosen, excess)} if excess > 0 else set()
+def much_larger(c: Candidate, need: int) -> bool:
+    """Whether `c` is much larger than the `need` tokens still to free (it would keep
+    SHORTEN_MIN_KEPT_SHARE of itself and SHORTEN_MIN_KEPT_TOKENS)."""
+    kept = c.tokens - need
+    return kept >= SHORTEN_MIN_KEPT_TOKENS and kept >= SHORTEN_MIN_KEPT_SHARE * c.tokens
+
+
+def give_way(chosen: Sequence[Candidate], tokens: int,
+             shortenable: Callable[[Candidate], bool] = lambda c: False) -> GiveWay:
+    """What frees `tokens` of `chosen`: the lowest-scored turns whole (`lowest`), except
+    a turn much larger than what is still to free when it comes: `shortenable` ones are
+    shortened by that much (and nothing more goes); another stays when the fewest of
+    the next lowest-scored turns, each not much larger themselves, free it with fewer
+    tokens than it has (the lowest-scored such set of that size), else it goes whole."""
+    order = _lowest_first(chosen)
+    out = GiveWay()
+    freed = 0
+    for i, c in enumerate(order):
+        need = tokens - freed
+        if need <= 0:
+            break
+        if much_larger(c, need):
+            if shortenable(c):
+                out.shorten, out.by = c, need
+                return out
+            instead = _fewest(order[i + 1:], need, c.tokens)
+            if instead is not None:
+                out.gone.extend(instead)
+                return out
+        out.gone.append(c)
+        freed += c.tokens
+    return out
+
+
+def _fewest(rest: Sequence[Candidate], need: int, under: int) -> list[Candidate] | None:
+    """The fewest of `rest` (lowest-scored first) whose tokens reach `need` and stay under
+    `under`, preferring the lowest-scored; None when no such set."""
+    small = [c for c in rest if not much_larger(c, need)]
+    for size in range(1, len(small) + 1):
+        best: list[Candidate] | None = None
+        # lowest-scored first: the first window of `size` turns that reaches `need`, by
+        # the greedy largest-first check of each prefix's largest `size` turns
+        for end in range(size, len(small) + 1):
+            pick = sorted(small[:end], key=lambda c: -c.tokens)[:size]
+            if sum(c.tokens for c in pick) >= need:
+                best = pick
+                break
+        if best is not None:
+            return best if sum(c.tokens for c in best) < under else None
+    return None
+
+
+def new_epoch_value(ranking: Sequence[Candidate], chosen: Sequence[Candidate], excess: int,
+                    shortenable: Callable[[Candidate], bool] = lambda c: False) -> float:
+    """What a new epoch would show of `ranking`: `chosen` less the turns that free
+    `excess` tokens (the reserve it leaves; a shortened turn is still shown)."""
+    gone = ({(c.conversation_id, c.position) for c in give_way(chosen, excess, shortenable).gone}
+            if excess > 0 else set())
     return value(ranking, {(c.conversation_id, c.position) for c in chosen} - gone)
 
 

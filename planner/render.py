@@ -142,8 +142,10 @@ class Renderer:
                   f"in the log (history/get) ...]\n")
         return self.tokens.decode(ids[:head]) + marker + self.tokens.decode(ids[len(ids) - tail:]), True
 
-    def line(self, m: StoredMessage, *, dated: bool = True, zone: Zone) -> tuple[str, bool]:
-        """`m` as a line of a block; `zone`: the call's, whose clock its dates show."""
+    def line(self, m: StoredMessage, *, dated: bool = True, zone: Zone, trim_to: int | None = None
+             ) -> tuple[str, bool]:
+        """`m` as a line of a block; `zone`: the call's, whose clock its dates show;
+        `trim_to`: a tool output's token allowance (`tool_trim_tokens` when None)."""
         who = m.body.get("name") or m.role
         # no position numbers in the text: they cost tokens on every line and the model
         # cannot use them; the plan carries every item's positions
@@ -160,7 +162,8 @@ class Renderer:
         text = m.text.replace("\n", " ").strip() if m.role != "tool" else m.text
         trimmed = False
         if m.role == "tool":
-            text, trimmed = self.trim(text, self.settings.tool_trim_tokens, m.position)
+            text, trimmed = self.trim(text, self.settings.tool_trim_tokens if trim_to is None else trim_to,
+                                      m.position)
         return f"[{' '.join(parts)}] {text}", trimmed
 
     def heading(self, m: StoredMessage, other: str | None, zone: Zone) -> str:
