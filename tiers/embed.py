@@ -38,6 +38,7 @@ from tiermem.tiers.memo import MemoScope as MemoScope
 from tiermem.tiers.memo import current_scope
 from tiermem.tiers.memo import memo_scope as memo_scope
 from tiermem.tiers.memo import remembered_for as remembered_for
+from tiermem.tiers.model_dir import read_modules
 
 DEFAULT_EMBED_DIM = 384
 # A query is embedded on the request path: for a few texts, run the model's own modules
@@ -81,15 +82,10 @@ def model_dimension(path: Path) -> int | None:
             return {}
         return got if isinstance(got, dict) else {}
 
-    try:
-        modules = json.loads((path / "modules.json").read_text("utf-8"))
-    except (OSError, ValueError):
-        modules = None
+    modules = read_modules(path)
     width: int | None = None
-    if isinstance(modules, list):
+    if modules is not None:
         for m in modules:
-            if not isinstance(m, dict):
-                return None
             kind = str(m.get("type", "")).rsplit(".", 1)[-1]
             conf = read(path / str(m.get("path", "")) / "config.json")
             if kind == "Pooling":
@@ -101,7 +97,7 @@ def model_dimension(path: Path) -> int | None:
                 width = int(out) if isinstance(out, int) else None
     if width is None:
         hidden = read(path / "config.json").get("hidden_size")
-        width = int(hidden) if isinstance(hidden, int) and not isinstance(modules, list) else width
+        width = int(hidden) if isinstance(hidden, int) and modules is None else width
     return width if width is not None and width > 0 else None
 
 

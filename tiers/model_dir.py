@@ -64,9 +64,11 @@ def _transformers_model_problem(path: Path, names: set[str], where: str) -> str 
     return None
 
 
-def _modules(path: Path) -> list[dict[str, Any]] | None:
-    """modules.json's entries; None where it cannot be read as a list of modules (the load
-    reports a damaged file: EmbeddingModelUnreadable)."""
+def read_modules(path: Path) -> list[dict[str, Any]] | None:
+    """The entries of the modules.json in the sentence-transformers directory `path`; None
+    where there is none or it cannot be read as a list of modules (not JSON, not a list of
+    objects: the load reports a damaged file, EmbeddingModelUnreadable). The one reading of
+    that file: this check, and the vectors' width (`tiers.embed.model_dimension`)."""
     try:
         with open(path / MODULES_FILE, "rb") as f:
             got = json.loads(f.read(MAX_MODULES_FILE_BYTES))  # a longer one is cut: no JSON
@@ -88,7 +90,7 @@ def model_directory_problem(path: Path) -> str | None:
             return (f"holds neither {MODULES_FILE} nor {TRANSFORMERS_CONFIG_FILE}: it is not a "
                     "sentence-transformers model directory")
         return _transformers_model_problem(path, names, "")
-    modules = _modules(path)
+    modules = read_modules(path)
     if modules is None:
         return None  # present but damaged: the load says what its parser found
     for m in modules:
