@@ -151,9 +151,14 @@ blocks, citations and the rest back; one whose text the planner trimmed (a long 
 output) keeps the trimmed text and only its thinking blocks and `is_error`. An assistant
 message's thinking blocks come first, in their order (what the API requires of one with
 thinking), also where it is merged from several (a context of Responses items). Without
-`memory` nothing is restored: a tool loop with extended thinking needs it. Thinking
-blocks are not in the plan's token count (the API does not count earlier turns'
-thinking either; the current tool loop's does count).
+`memory` nothing is restored: a tool loop with extended thinking needs it. The plan
+counts no thinking block (the stored body holds none); the request counts those the API
+counts (`thinking_tokens`): the current tool loop's, whose thinking is part of the
+context window, while the thinking of earlier turns the API strips from it, uncounted
+("Context windows", "The context window with extended thinking": `context_window =
+(input_tokens - previous_thinking_tokens) + current_turn_tokens`), which `thinking="all"`
+sends. The kept blocks go whole only in the room left after them (above), and
+`AnthropicRequest.tokens` is the plan's count with both: what the request sends.
 
 Which thinking goes back (`thinking=`): by default only the current tool loop's, the
 assistant turns after the last user turn that answers no tool call (one that holds
@@ -333,7 +338,9 @@ class AnthropicRequest:
     """`system` text blocks and `messages` for `client.messages.create`, and where the
     plan's breakpoints are in them (`breakpoints`: every one the request holds, marked or
     not, in the plan's order; the marks are already placed, at most `max_breakpoints`);
-    `notes`: what its count of tokens estimates (a document the API fetches, sent whole)."""
+    `notes`: what its count of tokens estimates (a document the API fetches, sent whole);
+    `tokens`: what it sends, counted (the plan's tokens, the thinking blocks the API counts
+    and the kept blocks sent whole)."""
 
     system: list[dict[str, Any]]
     messages: list[dict[str, Any]]
@@ -341,6 +348,9 @@ class AnthropicRequest:
     # what the request's token count holds that is an estimate, or that an earlier
     # request of the epoch sent otherwise, one line each (module docstring, "Out")
     notes: list[str] = field(default_factory=list)
+    # the plan's tokens with what the request sends beyond them: the current tool loop's
+    # thinking blocks and the kept blocks sent whole (module docstring); 0: not counted
+    tokens: int = 0
 
     def kwargs(self) -> dict[str, Any]:
         """`system` and `messages` as keyword arguments (`system` left out when empty)."""
@@ -1207,9 +1217,8 @@ def _pair(turns: list[list[Any]]) -> list[list[Any]]:
 def _current_loop_thinking(turns: list[list[Any]]) -> list[list[Any]]:
     """`turns` with the thinking blocks of every assistant turn before the current tool
     loop left out; an assistant turn left empty goes, and the user turns around it merge."""
-    start = next((i for i in range(len(turns) - 1, -1, -1)
-                  if turns[i][0] == "user" and all(b["type"] != "tool_result" for b in turns[i][1])), None)
-    if start is None:
+    start = _loop_start(turns)
+    if start < 0:
         return turns
     out: list[list[Any]] = []
     for i, (role, blocks) in enumerate(turns):
@@ -1265,8 +1274,35 @@ def _counter(memory: MemoryLike | None) -> TokenCounter:
     return BpeTokenCounter()
 
 
+def thinking_tokens(counter: TokenCounter, block: dict[str, Any]) -> int:
+    """What a thinking block costs where the API counts it (the current tool loop's): its
+    `thinking` text counted with `counter`; a redacted one's `data`, encrypted thinking,
+    as a payload (decoded bytes at FILE_BYTES_PER_TOKEN, as an `encrypted_content`). The
+    `signature` is not counted: it verifies the block, it is no text the model reads."""
+    if block.get("type") == "redacted_thinking":
+        data = block.get("data")
+        return base64_tokens(data) if isinstance(data, str) else 0
+    text = block.get("thinking")
+    return counter.count(text) if isinstance(text, str) else 0
+
+
+def _loop_start(turns: list[list[Any]]) -> int:
+    """The index of the current tool loop's opening user turn (the last that answers no
+    tool call); -1 where every turn is in it."""
+    return next((i for i in range(len(turns) - 1, -1, -1)
+                 if turns[i][0] == "user" and all(b["type"] != "tool_result" for b in turns[i][1])), -1)
+
+
+def _counted_thinking(turns: list[list[Any]], counter: TokenCounter) -> int:
+    """The tokens of the thinking blocks the API counts: the current tool loop's (earlier
+    turns' it strips from the context window, module docstring)."""
+    start = _loop_start(turns)
+    return sum(thinking_tokens(counter, b) for i, (role, blocks) in enumerate(turns)
+               if role == "assistant" and i > start for b in blocks if b["type"] in THINKING_TYPES)
+
+
 def _fit_kept(turns: list[list[Any]], kept: _Kept, counter: TokenCounter, ctx: Context, *,
-              document_tokens: int) -> None:
+              document_tokens: int, reserved: int) -> int:
     """Keep the request within the plan's budget, in place: the plan counted each kept
     block as its words (the text part it is stored as), a text block without its
     citations and a tool result as its stored text, and what is sent whole costs
@@ -1278,7 +1314,9 @@ def _fit_kept(turns: list[list[Any]], kept: _Kept, counter: TokenCounter, ctx: C
     messages go as the previous call sent them (the prompt cache's prefix); a block
     whole there turns into its words only when the context has grown past the room it
     took. A request that ends with an assistant turn (a `pause_turn` reply with its
-    server call, which the API goes on with) keeps that turn's blocks whole first."""
+    server call, which the API goes on with) keeps that turn's blocks whole first.
+    `reserved`: the tokens sent beyond the plan's besides these (the current tool loop's
+    thinking), out of the room. Returns the tokens the blocks sent whole add."""
     units: dict[tuple[Any, ...], list[tuple[dict[str, Any], str | dict[str, Any], int]]] = {}
     for t, (role, blocks) in enumerate(turns):
         for b in blocks:
@@ -1294,13 +1332,15 @@ def _fit_kept(turns: list[list[Any]], kept: _Kept, counter: TokenCounter, ctx: C
             key = (t, "server", call) if role == "assistant" and server and isinstance(stored, str) \
                 else (t, "block", id(b))
             units.setdefault(key, []).append((b, stored, extra))
-    room = ctx.plan.budget - ctx.tokens
+    room = ctx.plan.budget - ctx.tokens - reserved
+    added = 0
     last = len(turns) - 1
     trailing = [k for k in units if k[0] == last and turns[last][0] == "assistant"]
     for key in trailing:  # each on its own: the paused call the API goes on with
         cost = sum(extra for _b, _s, extra in units[key])
         if cost <= room:
             room -= cost
+            added += cost
         else:
             _as_counted(units[key])
     fits = True
@@ -1310,9 +1350,11 @@ def _fit_kept(turns: list[list[Any]], kept: _Kept, counter: TokenCounter, ctx: C
         cost = sum(extra for _b, _s, extra in unit)
         if fits and cost <= room:
             room -= cost
+            added += cost
             continue
         fits = False  # every later one as counted too: what an earlier call sent stays as it was
         _as_counted(unit)
+    return added
 
 
 def _as_counted(unit: list[tuple[dict[str, Any], str | dict[str, Any], int]]) -> None:
@@ -1372,8 +1414,15 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
     for role, blocks in turns:
         if role == "assistant":  # merged from several messages: its thinking first, in order
             blocks.sort(key=lambda b: b["type"] not in THINKING_TYPES)
-    if kept:
-        _fit_kept(turns, kept, _counter(memory), ctx, document_tokens=document_tokens)
+    sent = ctx.tokens  # what the request sends, counted: the plan's tokens and what it adds
+    notes: list[str] = []
+    if kept or any(b["type"] in THINKING_TYPES for _r, bs in turns for b in bs):
+        counter = _counter(memory)
+        thought = _counted_thinking(turns, counter)
+        sent += thought + _fit_kept(turns, kept, counter, ctx, document_tokens=document_tokens, reserved=thought)
+        if sent > ctx.plan.budget:  # the API refuses a tool loop's turn without its thinking
+            notes.append(f"the current tool loop's thinking blocks ({thought} tokens), which the API requires, "
+                         f"take the request to {sent} tokens, past the plan's budget of {ctx.plan.budget}")
     if not turns or turns[0][0] == "assistant":  # the API refuses any other opening, and no message at all
         turns.insert(0, ["user", [{"type": "text", "text": CONTINUED_TEXT}]])
     trimmed: dict[str, Any] | None = None
@@ -1404,7 +1453,7 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
                             messages=[{"role": r, "content": [marks(b) for b in bs]} for r, bs in turns],
                             breakpoints=[AnthropicBreakpoint(bp.layer, bp.tokens, *where[end])
                                          for end, bp in found.items()],
-                            notes=_estimate_notes(turns, document_tokens))
+                            notes=notes + _estimate_notes(turns, document_tokens), tokens=sent)
 
 
 def _estimate_notes(turns: list[list[Any]], document_tokens: int) -> list[str]:
