@@ -801,7 +801,8 @@ class Planner:
         return fitted
 
     def _min_prefix(self) -> int:
-        """The configured minimum cacheable prefix (`_resumed` holds only with one)."""
+        """The configured minimum cacheable prefix (the default rules' when none): a resumed
+        session's fill reaches it (`_resumed` holds only with one), a middle eviction's head too."""
         return self.settings.cache_min_prefix or CACHEABLE_MIN_TOKENS
 
     def _cached_size(self, c: Candidate) -> int:
@@ -1493,7 +1494,8 @@ class Planner:
         conv, budget, latest_user = call.conv, call.budget, fixed.latest_user
         if latest_user is None or latest_user == prev.latest_user or not self.settings.evict_middle:
             return None, ""
-        cut = middle.head_cut(prev.segments[:at], self.tokens, budget, self.render.out)
+        # the head reaches the configured minimum (a shorter one the provider never caches)
+        cut = middle.head_cut(prev.segments[:at], self.tokens, budget, self.render.out, self._min_prefix())
         if cut is None:
             return None, ""
         head = list(prev.segments[:cut])

@@ -5,7 +5,8 @@ A new epoch rebuilds the whole context: a provider's prompt cache then serves on
 caller's system prompt and the stable layers, and everything after them (about half the
 budget at the epoch start fill) is billed again in full. Instead, the previous context's
 head (the system prompt, the pinned block, the summary and the turns that follow them,
-the fewest that reach `MIDDLE_MIN_KEPT_TOKENS`) stays byte for byte, a prefix the cache still
+the fewest that reach the configured minimum cacheable prefix, `MIDDLE_MIN_KEPT_TOKENS`
+by default) stays byte for byte, a prefix the cache still
 holds across the restart; after it come the newest turns (at least the ones that
 arrived since, older ones up to `MIDDLE_TAIL_SHARE` of the budget), this call's
 retrieved turns
@@ -44,7 +45,8 @@ from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tok
 # the head kept across the restart: the fewest leading messages that reach this many
 # tokens as the provider caches them (rendered: planner.cache_rules.rendered_length, the
 # providers' minimum cacheable prefix; a shorter head is never cached, so a new epoch is
-# as cheap, and every token past it is read back at every call), and none when that takes
+# as cheap, and every token past it is read back at every call; the planner passes the
+# configured one, pricing.min_prefix_tokens, this by default), and none when that takes
 # more than MIDDLE_KEEP_SHARE of the budget (at a small budget the head would crowd out
 # the rest). It was 1,040 stored tokens (messages_tokens), about 1,060-1,090 rendered on
 # LoCoMo's short turns, 40-60 tokens a call billed in full past OpenAI's 128-token step.
@@ -113,10 +115,13 @@ class _PrefixTokens:
 
 
 def head_cut(segments: Sequence[Segment], tokens: TokenCounter, budget: int,
-             sent: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] = _as_planned) -> int | None:
+             sent: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] = _as_planned,
+             min_kept: int = MIDDLE_MIN_KEPT_TOKENS) -> int | None:
     """How many leading segments stay: the fewest whose rendered tokens reach
-    `MIDDLE_MIN_KEPT_TOKENS` (a head past a provider's minimum cacheable prefix, and no
-    longer: every call reads it back), stopping before the latest user
+    `min_kept` (the provider's minimum cacheable prefix as configured,
+    `pricing.min_prefix_tokens`; MIDDLE_MIN_KEPT_TOKENS by default: a head past it, and no
+    longer: every call reads it back; a shorter head the provider never caches, so a
+    model with a 2,048-token minimum kept 1,024 for nothing), stopping before the latest user
     message and never inside a tool unit (a result would be cut from its call, a parallel
     call from the round it belongs to); None when no
     such head stays within `MIDDLE_KEEP_SHARE`. The same prefix gives the same head, so
@@ -135,7 +140,7 @@ def head_cut(segments: Sequence[Segment], tokens: TokenCounter, budget: int,
         # never inside a unit: a tool result (of any kind), or a unit's later message (a
         # tail segment without items: a parallel call, the call after its reasoning item)
         inside = nxt is not None and (result_id(nxt.message) is not None or (nxt.kind == "tail" and not nxt.items))
-        if counted.rendered() >= MIDDLE_MIN_KEPT_TOKENS and not inside:
+        if counted.rendered() >= min_kept and not inside:
             return k
     return None
 
