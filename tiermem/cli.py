@@ -268,7 +268,9 @@ class CliState:
         except pydantic.ValidationError as exc:
             if self.debug or not any(e["loc"] and e["loc"][-1] == "data_dir" for e in exc.errors()):
                 raise
-            raise CliError(f"{one_line(exc)} (data_dir from {self.data_dir_source(config_path)})") from None
+            source = self.data_dir_source(config_path)
+            # said once, at the end: the Config's error names the variable of env as well
+            raise CliError(f"{one_line(exc).replace(f' (from {source})', '')} (data_dir from {source})") from None
 
     def need_stored(self, cfg: Config) -> None:
         """Refuse, creating nothing, when the SQLite log `cfg` names does not exist. A read

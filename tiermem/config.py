@@ -685,16 +685,26 @@ class Config(BaseSettings):
             # name each bad setting as it was given: `hot.budget_tokens`, not `hot_budget_tokens`;
             # and never by a secret: an auth_tokens key is the bearer token itself
             origins = _origins.get()[0]  # type: ignore[index]
+            # the variable each bad value came from, where env gave it: the user set
+            # TIERMEM_RETRIEVAL_K, and an error naming only retrieval_k left them to guess
+            # where that was (a `tune --grid` value or an --option overrides env, a file not)
+            given = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)}
+            from_env = [_env_variable(tuple(e["loc"]), values, given) if given else None for e in exc.errors()]
             if not any(e["loc"] and (e["loc"][0] in origins or e["loc"][0] in SECRET_KEYED_FIELDS)
-                       for e in exc.errors()):
+                       for e in exc.errors()) and not any(from_env):
                 raise
             details: list[Any] = []
-            for e in exc.errors():
+            for e, variable in zip(exc.errors(), from_env, strict=True):
                 loc = tuple(e["loc"])
                 if loc and loc[0] in SECRET_KEYED_FIELDS and len(loc) > 1:
                     loc = (loc[0], TOKEN_PLACEHOLDER, *loc[2:])
                 if loc and loc[0] in origins:
                     loc = (*origins[str(loc[0])].split("."), *loc[1:])
+                if variable is not None:  # pydantic's message, then where the value came from
+                    details.append({"type": PydanticCustomError(e["type"], "{msg} (from env {variable})",
+                                                                {"msg": e["msg"], "variable": variable}),
+                                    "loc": loc, "input": e.get("input")})
+                    continue
                 if "url" not in e:  # a custom error (ours: no pydantic page): its type is only a name
                     details.append({"type": PydanticCustomError(e["type"], e["msg"]), "loc": loc,
                                     "input": e.get("input")})
@@ -1363,6 +1373,38 @@ def _nested_get(data: dict[str, Any], parts: tuple[str, ...]) -> bool:
             return False
         cur = cur[p]
     return True
+
+
+def _env_variable(loc: tuple[Any, ...], kwargs: dict[str, Any], env: dict[str, str]) -> str | None:
+    """The env variable (`env`: upper-cased name -> value) whose value an error at `loc`
+    (flat field first) is about; None where env did not give it or a keyword argument
+    (higher precedence) did. A secret-keyed table is named by its own variable only: a
+    deeper name would hold a bearer token."""
+    if not loc or not isinstance(loc[0], str) or loc[0] not in Config.model_fields:
+        return None
+    parts = tuple(str(p) for p in loc)
+    if loc[0] in SECRET_KEYED_FIELDS:
+        parts = parts[:1]
+    try:
+        cur: Any = config_sections.flatten(kwargs)
+    except ValidationError:  # the keyword arguments' own fault, reported as such
+        cur = kwargs
+    for p in parts:  # a keyword argument that holds the leaf, or a value above it, won
+        if not isinstance(cur, dict):
+            return None
+        if p not in cur:
+            break
+        cur = cur[p]
+    else:
+        return None
+    # the deepest name that covers the leaf; the error's location may end below a
+    # setting's own (a union's member: `cold_url.str`), so a shorter one that gives its
+    # setting's whole value as text is it too (a table given as JSON was looked into)
+    for i in range(len(parts), 0, -1):
+        name = _env_source(parts[:i], env)
+        if name is not None:
+            return name if i == len(parts) or env[name].lstrip()[:1] not in ("{", "[") else None
+    return None
 
 
 def _env_source(parts: tuple[str, ...], env: dict[str, str]) -> str | None:
