@@ -16,11 +16,12 @@ counts), never the process-wide figure, which would show another tenant's writes
 import logging
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
 from tiermem.memory import DEFAULT_CONVERSATIONS_PAGE, MAX_CONVERSATIONS_PAGE
 from tiermem.service.auth import NAMESPACE_HEADER, ExplicitNs, Ns, SpaceNs
 from tiermem.service.head import HeadRoute
+from tiermem.service.params import DIGITS, single_values
 from tiermem.service.runtime import Runtime, RuntimeDep
 from tiermem.service.schemas import (
     CONV_ERASURE_ERRORS,
@@ -48,7 +49,8 @@ NAMESPACE_LAG_STATS = ("lag_turns", "lag_seconds")
 
 log = logging.getLogger("tiermem.service")
 
-admin_routes = APIRouter(route_class=HeadRoute)
+# a query parameter given twice is a 422 (tiermem.service.params)
+admin_routes = APIRouter(route_class=HeadRoute, dependencies=[Depends(single_values)])
 
 
 @admin_routes.delete(
@@ -115,7 +117,7 @@ def conversations(
     after: Annotated[str | None, Query(description=(
         "page cursor: only ids after this one (the previous page's `next_after`)"))] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_CONVERSATIONS_PAGE, description=(
-        "at most this many ids; `next_after` says where the next page starts"))] = DEFAULT_CONVERSATIONS_PAGE,
+        "at most this many ids; `next_after` says where the next page starts")), DIGITS] = DEFAULT_CONVERSATIONS_PAGE,
 ) -> ConversationsOut:
     names, next_after = runtime.mem().conversations_page(ns, after=after, limit=limit)
     return ConversationsOut(namespace=ns, conversations=names, next_after=next_after)

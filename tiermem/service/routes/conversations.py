@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Path, Query, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Response
 
 from tiermem.adapters.anthropic import METADATA_KEYS, from_anthropic
 from tiermem.errors import PositionMismatch, ValidationError
@@ -43,6 +43,7 @@ from tiermem.memory import MAX_HISTORY_PAGE
 from tiermem.service.auth import NAMESPACE_HEADER, Ns
 from tiermem.service.handlers import body_refusal
 from tiermem.service.head import HeadRoute
+from tiermem.service.params import CURSOR, DIGITS, single_values
 from tiermem.service.runtime import RuntimeDep
 from tiermem.service.schemas import (
     APPEND_ERRORS,
@@ -81,7 +82,8 @@ from tiermem.tiers.models import (
 
 CONVERSATION = "/v1/conversations/{conversation_id}"
 
-conversation_routes = APIRouter(prefix=CONVERSATION, route_class=HeadRoute)
+# a query parameter given twice is a 422 (tiermem.service.params)
+conversation_routes = APIRouter(prefix=CONVERSATION, route_class=HeadRoute, dependencies=[Depends(single_values)])
 _BATCH_INDEX = re.compile(r"messages\[(\d+)\]")  # how Memory.append_many names a message of a batch
 _ONLY_MESSAGE = "messages[0]"  # how append_outcome names the one message of the single append
 _KEY_FIELD = "idempotency_key"  # how the library names the key; the caller sent it as a header
@@ -238,9 +240,9 @@ def history(
     ns: Ns,
     runtime: RuntimeDep,
     after: Annotated[int | None, Query(ge=-1, le=MAX_POSITION, description=(
-        "page cursor: only positions after this one (the previous page's `next_after`)"))] = None,
+        "page cursor: only positions after this one (the previous page's `next_after`)")), CURSOR] = None,
     limit: Annotated[int | None, Query(ge=1, le=MAX_HISTORY_PAGE, description=(
-        "at most this many positions; `next_after` says where the next page starts"))] = None,
+        "at most this many positions; `next_after` says where the next page starts")), DIGITS] = None,
 ) -> HistoryOut:
     msgs, next_after = runtime.mem().history_page(conversation_id, namespace=ns, after=after, limit=limit)
     return HistoryOut(conversation_id=conversation_id, messages=[stored_out(m) for m in msgs],
@@ -314,7 +316,7 @@ def pin(conversation_id: ConvId, body: PinIn, ns: Ns, runtime: RuntimeDep) -> Pi
 )
 def unpin(
     conversation_id: ConvId,
-    position: Annotated[int, Path(ge=0, le=MAX_POSITION)],
+    position: Annotated[int, Path(ge=0, le=MAX_POSITION), DIGITS],
     ns: Ns,
     runtime: RuntimeDep,
 ) -> PinOut:

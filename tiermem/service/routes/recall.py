@@ -17,13 +17,14 @@ import math
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
 from tiermem.adapters.anthropic import to_anthropic
 from tiermem.errors import ValidationError
 from tiermem.memory import MAX_SEARCH_K
 from tiermem.service.auth import Ns, SearchBodyNs, SearchNs
 from tiermem.service.head import HeadRoute
+from tiermem.service.params import DIGITS, single_values
 from tiermem.service.runtime import Runtime, RuntimeDep
 from tiermem.service.schemas import (
     CONV_ERRORS,
@@ -41,7 +42,8 @@ from tiermem.service.schemas import (
     finite,
 )
 
-recall_routes = APIRouter(route_class=HeadRoute)
+# a query parameter given twice is a 422 (tiermem.service.params)
+recall_routes = APIRouter(route_class=HeadRoute, dependencies=[Depends(single_values)])
 ANTHROPIC_OPTIONS = ("thinking", "max_breakpoints")  # ContextIn's fields passed to to_anthropic
 
 
@@ -103,7 +105,7 @@ def search(
     conversation_id: Annotated[
         str | None, Query(description="omit to search the whole namespace")
     ] = None,
-    k: Annotated[int, Query(ge=1, le=MAX_SEARCH_K)] = DEFAULT_SEARCH_K,
+    k: Annotated[int, Query(ge=1, le=MAX_SEARCH_K), DIGITS] = DEFAULT_SEARCH_K,
 ) -> SearchOut:
     return _search(runtime, ns, q, conversation_id, k)
 
