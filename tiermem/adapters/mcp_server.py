@@ -42,7 +42,7 @@ from pydantic import ConfigDict, Field, StrictBool, StrictInt
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, LocalMemory
 from tiermem.adapters.anthropic import to_anthropic
 from tiermem.config import MAX_ID_CHARS_LIMIT
-from tiermem.memory import MAX_BUDGET_TOKENS
+from tiermem.memory import MAX_BUDGET_TOKENS, MAX_HISTORY_PAGE, MAX_SEARCH_K
 from tiermem.planner.plan import MAX_BREAKPOINTS
 from tiermem.tiers.errors import TiermemError, ValidationError
 from tiermem.tiers.models import (
@@ -56,8 +56,9 @@ from tiermem.tiers.models import (
 from tiermem.tiers.zones import TIMEZONE_DOC
 
 ANTHROPIC_FORMAT = "anthropic"
-HISTORY_PAGE_MAX = 500
-SEARCH_K_MAX = 100
+# A search's k and a history page are bounded by the library's limits (tiermem.memory:
+# MAX_SEARCH_K, MAX_HISTORY_PAGE), the ones the HTTP service, the Client and /v1/limits
+# state: MCP's own (k <= 100, a page <= 500, no empty query) refused what those take.
 SERVER_NAME = "tiermem"
 INSTRUCTIONS = (
     "Long-term memory for this conversation. Call `append` with every message worth keeping "
@@ -251,7 +252,7 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
                  "the next page starts, null at the end).")
     def history(ctx: Context, conversation_id: ConvId,
                 start: Annotated[StrictInt, Field(ge=0, le=MAX_POSITION, description="first position")] = 0,
-                limit: Annotated[StrictInt, Field(ge=1, le=HISTORY_PAGE_MAX, description="page size")] = 100,
+                limit: Annotated[StrictInt, Field(ge=1, le=MAX_HISTORY_PAGE, description="page size")] = 100,
                 ) -> dict[str, Any]:
         # reads the page's rows only (Memory.history_page), never the whole conversation
         page, last = guard("history", mem_of(ctx).history_page, conversation_id, after=start - 1, limit=limit)
@@ -270,9 +271,9 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
                  "whether its message still holds: `current`, `superseded` (a later message replaced or "
                  "retracted it: `valid_until` names which and when; never use it as a current value) or "
                  "`superseded_in_part` (some of its statements: `facts` names them).")
-    def search(ctx: Context, query: Annotated[str, Field(min_length=1, description="what to look for")],
+    def search(ctx: Context, query: Annotated[str, Field(description="what to look for")],
                conversation_id: Annotated[str | None, Field(description="limit to this conversation")] = None,
-               k: Annotated[StrictInt, Field(ge=1, le=SEARCH_K_MAX, description="how many hits")] = 10,
+               k: Annotated[StrictInt, Field(ge=1, le=MAX_SEARCH_K, description="how many hits")] = 10,
                ) -> dict[str, Any]:
         hits = guard("search", mem_of(ctx).search, conversation_id, query, k)
         out: dict[str, Any] = {"hits": [_search_hit(h) for h in hits]}
