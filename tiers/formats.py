@@ -146,6 +146,12 @@ OUTPUT_PART_TYPES = INPUT_PART_TYPES  # a function_call_output's parts are reque
 # before an OpenAI Responses request. Kept in history and returned to a session as
 # given; never in a context (`wire_body`): no OpenAI request type has it.
 PROVIDER_DATA_FIELD = "provider_data"
+# The Agents SDK's placeholder item id (`agents.models.fake_id.FAKE_RESPONSES_ID`) on every
+# item it makes from a Chat Completions reply (reasoning, message, function_call): no
+# provider gave it, so no provider knows it. The SDK strips it from every item before a
+# Responses request (`OpenAIResponsesModel._clean_item_for_openai`) and before saving to
+# OpenAI's Conversations API. Kept in history and returned to a session as given.
+SDK_PLACEHOLDER_ID = "__fake_id__"
 ITEM_FIELDS: dict[str, frozenset[str]] = {k: v | {PROVIDER_DATA_FIELD} for k, v in {
     "message": frozenset({"type", "role", "content", "status", "id", "phase"}),
     "function_call": frozenset({"type", "call_id", "name", "arguments", "id", "status", "namespace", "caller",

@@ -44,7 +44,11 @@
   (`tiermem.adapters._common.retract_latest`): concurrent pops return distinct items.
 - `model_input_filter(budget)` makes what the model receives tiermem's planned context
   under the budget (pinned facts, summary, retrieved turns, the recent tail), not the
-  whole history. The context is planned from the log; the input's items the log does not
+  whole history. Its items from the log carry the `provider_data` and the SDK's
+  placeholder id they were stored with, as the SDK's own input does (`with_sdk_fields`:
+  a Chat Completions model reads a Gemini call's thought signature or Anthropic thinking
+  blocks there, and an assistant message item only with an id; a Responses model strips
+  both itself). `context_items` is the Responses API's form: neither. The context is planned from the log; the input's items the log does not
   hold yet follow it, in order, as the SDK gave them (`unsaved_items`): a streamed run
   (`Runner.run_streamed`) saves its new input only after the first model call (a
   non-streamed one before it), and a conversation not stored yet is planned from the
@@ -97,7 +101,14 @@ from tiermem.adapters._common import (
     visible,
 )
 from tiermem.tiers.errors import BudgetTooSmall, ConversationNotFound
-from tiermem.tiers.formats import to_responses, unique_item_call_ids, wire_body
+from tiermem.tiers.formats import (
+    PROVIDER_DATA_FIELD,
+    SDK_PLACEHOLDER_ID,
+    to_responses,
+    to_responses_rows,
+    unique_item_call_ids,
+    wire_body,
+)
 from tiermem.tiers.models import sdk_dump
 from tiermem.tiers.plain_json import plain_deep
 from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, BpeTokenCounter, TokenCounter, message_tokens
@@ -246,6 +257,39 @@ def left_out_items(inputs: list[dict[str, Any]], saved: list[dict[str, Any]],
     return ids, others
 
 
+def with_sdk_fields(planned: list[dict[str, Any]], rows: list[tuple[Any, list[dict[str, Any]]]],
+                    positions: set[int]) -> list[dict[str, Any]]:
+    """The planned context's messages as Responses items, each item the log holds with the
+    fields the SDK's own input gives it that a context leaves out (`wire_body`): its
+    `provider_data` and the SDK's placeholder id (`SDK_PLACEHOLDER_ID`). The SDK's input
+    holds a session's items as `get_items` returns them, and its models read both there:
+    a Chat Completions model's converter sends a Gemini call's `thought_signature` and
+    Anthropic thinking blocks from `provider_data` (Gemini refuses a call of the current
+    turn without its signature), and takes an assistant message item for one only with an
+    id ("Unhandled item type or structure" without); an OpenAI Responses model strips both
+    itself (and leaves out the reasoning items `provider_data` marks as another
+    provider's). An item gets them back from the row (`rows`: the view's rows with their
+    items, `items_of`) it is the wire form of, among the rows at the plan's `positions`,
+    the n-th planned equal item the n-th such row (a Chat Completions reply's items all
+    carry the one placeholder id, so two replies alike differ only in `provider_data`).
+    Items from no row whole (a summary, a trimmed output, a chat row) stay as planned."""
+    kept: dict[str, list[dict[str, Any]]] = {}
+    for m, items in rows:
+        if m.position not in positions or len(items) != 1:
+            continue
+        item = items[0]
+        fields = {k: item[k] for k in (PROVIDER_DATA_FIELD,) if isinstance(item.get(k), dict)}
+        if item.get("id") == SDK_PLACEHOLDER_ID:
+            fields["id"] = SDK_PLACEHOLDER_ID
+        if fields:
+            kept.setdefault(_key(wire_body(item)), []).append(fields)
+    out: list[dict[str, Any]] = []
+    for item in (i for row in to_responses_rows(planned) for i in row):
+        given = kept.get(_key(item)) if kept else None
+        out.append({**item, **given.pop(0)} if given else item)
+    return out
+
+
 class TiermemSession:
     """An Agents SDK `Session` whose items live in a tiermem conversation."""
 
@@ -268,6 +312,9 @@ class TiermemSession:
 
     def _stored_items(self) -> list[dict[str, Any]]:
         return [item for _m, items in items_of(visible(self.memory, self.session_id)) for item in items]
+
+    def _stored_rows(self) -> list[tuple[Any, list[dict[str, Any]]]]:
+        return items_of(visible(self.memory, self.session_id))
 
     def _items(self) -> list[dict[str, Any]]:
         # renamed over the whole view before `limit` cuts it: an id depends only on the
@@ -345,7 +392,8 @@ class TiermemSession:
         not truncate). A room left too small for the log's own latest user message (the
         previous question, in a streamed turn): those items alone, as a non-streamed
         context leaves out the tail turns that do not fit."""
-        saved = self._stored_items()
+        rows = self._stored_rows()
+        saved = [item for _m, items in rows for item in items]
         read = unique_item_call_ids(saved)
         new = unsaved_items(inputs, saved, read, self._last_read)
         ids, others = left_out_items(inputs, saved, read, len(new))
@@ -363,4 +411,5 @@ class TiermemSession:
                 raise  # the log's latest user message is this call's question: as a non-streamed run
             return unique_item_call_ids(new)
         planned = [m for m in ctx.messages if m.get("call_id") not in ids and m not in others]
-        return unique_item_call_ids([*to_responses(planned), *new])
+        positions = {p for it in ctx.plan.items for p in it.positions}
+        return unique_item_call_ids([*with_sdk_fields(planned, rows, positions), *new])
