@@ -67,6 +67,7 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
 )
 
 from tiermem import config_sections
@@ -237,7 +238,12 @@ class _Sectioned(PydanticBaseSettingsSource):
         local: dict[str, str] = {}
         raw = config_sections.read_file(self.file) if self.file is not None else {}
         if self.inner is not None:
-            raw = {**self.inner(), **raw}
+            try:
+                raw = {**self.inner(), **raw}
+            except SettingsError as exc:
+                if not self.env:
+                    raise
+                raise _env_not_json(exc) from None
         out = config_sections.flatten(raw, local)
         if self.file is not None:
             out = config_sections.anchor_paths(out, self.file)
@@ -263,6 +269,43 @@ class _Sectioned(PydanticBaseSettingsSource):
                     if k in local:
                         origins[k] = local[k]
         return out
+
+
+# a table or list setting given by its flat env name is read as JSON; what an error about
+# text that is not JSON shows as the value to give instead (placeholders: never a token)
+ENV_JSON_EXAMPLES: dict[str, str] = {
+    "auth_tokens": '{"<token>": "<namespace>"}',
+    "metrics_tokens": '["<token>"]',
+    "http_allowed_hosts": '["example.com"]',
+    "http_forwarded_allow_ips": '["10.0.0.0/8"]',
+    "layer_shares": '{"tail": 0.2}',
+    "slice_shares": '{"default": {"retrieved": 0.25}}',
+    "pricing": '{"input_per_mtok": 2.5}',
+}
+_SETTINGS_ERROR_FIELD = re.compile(r'field "(\w+)"')
+
+
+def _env_not_json(exc: SettingsError) -> Exception:
+    """pydantic-settings' refusal of a table or list setting's env text that is not JSON
+    (`error parsing value for field "auth_tokens" from source "EnvSettingsSource"`, which
+    named neither the variable nor what it must hold) as the ValidationError every other
+    bad setting gets: the setting, then the variable, that it must be JSON, an example.
+    `exc` itself where it names no setting of Config's."""
+    found = _SETTINGS_ERROR_FIELD.search(str(exc))
+    field = found.group(1) if found else ""
+    if field not in Config.model_fields:
+        return exc
+    # env names are read case-insensitively: name the variable as it was set
+    variable = next((k for k in sorted(os.environ) if k.upper() == f"{ENV_PREFIX}{field.upper()}"),
+                    f"{ENV_PREFIX}{field.upper()}")
+    annotation = Config.model_fields[field].annotation
+    shape = "a list" if typing.get_origin(annotation) is list or list in typing.get_args(annotation) else "a table"
+    example = ENV_JSON_EXAMPLES.get(field, "[]" if shape == "a list" else "{}")
+    return ValidationError.from_exception_data(Config.__name__, [{
+        "type": PydanticCustomError(
+            "env_not_json", "must be JSON ({shape}), e.g. {variable}='{example}'; its text is not JSON",
+            {"variable": variable, "shape": shape, "example": example}),
+        "loc": (field,), "input": None}], hide_input=True)
 
 
 class _FileNonBoolean:
