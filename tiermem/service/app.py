@@ -21,6 +21,8 @@ import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from http import HTTPStatus
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
@@ -38,6 +40,7 @@ from tiermem.service.runtime import Runtime
 log = logging.getLogger("tiermem.service")
 
 WARM_UP_THREAD = "tiermem-warm-up"
+UNAUTHORIZED = HTTPStatus.UNAUTHORIZED.value  # 401: never answered without auth (`--no-auth`)
 
 
 def create_app(
@@ -69,13 +72,7 @@ def create_app(
     app = FastAPI(
         title="tiermem",
         version=_version(),
-        description="Tiered memory for LLM agents: an append-only log, a budgeted working set and a "
-        "per-turn query planner. Every /v1 call needs `Authorization: Bearer <token>`. A token is bound "
-        "to a namespace prefix (`acme`) and acts on that namespace and those below it (`acme/user-7`); "
-        f"a request names its namespace in the `{NAMESPACE_HEADER}` header (absent: the token's own "
-        "prefix). Outside the prefix a conversation route answers 404 exactly like a missing "
-        "conversation, and a namespace route 403, whatever the other namespace holds. `/metrics` "
-        "needs a token from `metrics_tokens`.",
+        description=api_description(auth, namespace),
         lifespan=lifespan,
         # a path spelt with a trailing slash is a 404 (JSON), not a 307 the document does
         # not declare, which a client may follow resending an authenticated POST without
@@ -98,7 +95,46 @@ def create_app(
     mount_mcp(app, runtime)
     app.add_middleware(GuardMiddleware, runtime=runtime)
     app.add_middleware(MetricsMiddleware, runtime=runtime)
+    if not auth:
+        _document_no_auth(app)
     return app
+
+
+API_SUMMARY = ("Tiered memory for LLM agents: an append-only log, a budgeted working set and a "
+               "per-turn query planner.")
+
+
+def api_description(auth: bool, namespace: str) -> str:
+    """The OpenAPI document's description: how a request is authorised, as this app does
+    it. `--no-auth` has no token to ask for: it said every /v1 call needed one."""
+    if not auth:
+        return (f"{API_SUMMARY} This service runs without authentication (`tiermem serve --no-auth`, "
+                "loopback only): no /v1 call needs a token. A request "
+                f"acts in the namespace `{namespace}` unless its `{NAMESPACE_HEADER}` header names another, "
+                "and may name any. `/metrics` needs no token either.")
+    return (f"{API_SUMMARY} Every /v1 call needs `Authorization: Bearer <token>`. A token is bound "
+            "to a namespace prefix (`acme`) and acts on that namespace and those below it (`acme/user-7`); "
+            f"a request names its namespace in the `{NAMESPACE_HEADER}` header (absent: the token's own "
+            "prefix). Outside the prefix a conversation route answers 404 exactly like a missing "
+            "conversation, and a namespace route 403, whatever the other namespace holds. `/metrics` "
+            "needs a token from `metrics_tokens`.")
+
+
+def _document_no_auth(app: FastAPI) -> None:
+    """`app`'s OpenAPI document without the 401 answers a server without auth never gives
+    (the routes declare them for the bearer token); it has no security scheme already
+    (auth.credentials)."""
+    built = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        spec = built()
+        for operations in spec.get("paths", {}).values():
+            for operation in operations.values():
+                if isinstance(operation, dict):
+                    operation.get("responses", {}).pop(str(UNAUTHORIZED), None)
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def hand_over(app: FastAPI, memory: Memory) -> None:
