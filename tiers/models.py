@@ -522,6 +522,25 @@ def sdk_dump(value: Any) -> Any:
     return value.model_dump(mode="json", by_alias=True) if isinstance(value, BaseModel) else value
 
 
+# what wraps a chat reply in the openai SDK (and on the wire): a `ChatCompletion` holds
+# its messages in `choices`, each `Choice` its one in `message`; neither has a role
+COMPLETION_FIELD, CHOICE_FIELD = "choices", "message"
+
+
+def refuse_reply_wrapper(body: dict[str, Any]) -> None:
+    """Refuse a whole chat completion, or one of its choices, given where a message goes,
+    saying which message to append: `completion.choices[0].message`. Before, either was
+    refused `role: Field required`, which did not say what to pass instead."""
+    if "role" in body or "type" in body:
+        return
+    if isinstance(body.get(COMPLETION_FIELD), list):
+        raise ValidationError("message", "is a whole chat completion (it has `choices` and no `role`): append "
+                                         "its message, `completion.choices[0].message`")
+    if isinstance(body.get(CHOICE_FIELD), dict):
+        raise ValidationError("message", "is a chat completion's choice (it has `message` and no `role`): "
+                                         "append its message, `choice.message` (`completion.choices[0].message`)")
+
+
 def _split(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     body = {k: v for k, v in raw.items() if k not in ENVELOPE_FIELDS}
     envelope = {k: raw[k] for k in ENVELOPE_FIELDS if k in raw}
@@ -579,6 +598,7 @@ def parse_message(
     # an integer past the one limit, in the body or the metadata, named by its place: before
     # json.dumps, which refused one only past the interpreter's own limit (4,300 digits)
     check_int_digits({**body, **envelope}, "")
+    refuse_reply_wrapper(body)
     check_body(body)  # names the field; Message() below would only say "value error"
     try:
         encoded = json.dumps(body, ensure_ascii=False, allow_nan=False)
