@@ -108,7 +108,7 @@ from tiermem.planner.candidates import (
 from tiermem.planner.classify import QueryClassifier, tells_only
 from tiermem.planner.epoch import RAW_KINDS, EpochCache, EpochKey, EpochState, EpochStore, Segment, key_change
 from tiermem.planner.pack import PACKED_SLICES, Packing
-from tiermem.planner.plan import CacheReport, Context, Plan, PlanItem, ViewStaleness
+from tiermem.planner.plan import CacheReport, Context, Plan, PlanItem, ViewStaleness, sent_slice_tokens
 from tiermem.planner.render import (
     BLOCK_SLICES,
     HEADING_SHARE_TOKENS,
@@ -496,6 +496,10 @@ class Planner:
         plan.tokens = total
         plan.timings_ms = {k: round(v, TIMING_DECIMALS) for k, v in call.timings.items()}
         plan.items, marked = self._superseded_tail(call, fixed, [it for g in segs for it in g.items])
+        # what each slice costs as sent: a block's shared header and headings once (explain,
+        # /metrics and the inspector read it; the items' own counts each include them)
+        plan.slice_sent = sent_slice_tokens([(g.kind, message_tokens(self.tokens, g.message), g.items)
+                                             for g in segs], total)
         on_show = shown(segs)
         # a unit the fresh grouping left out incomplete that an extension shows complete
         # (its call in the previous context): not left out
@@ -618,10 +622,10 @@ class Planner:
         need = message_tokens(self.tokens, latest_body)
         if base + need <= budget:
             return
-        if not truncate_latest:
-            raise BudgetTooSmall(given, base + need, system=system_tokens, priming=REPLY_PRIMING_TOKENS,
-                                 latest=need, pending=pending)
         least = message_tokens(self.tokens, {"role": "user", "content": ""}) + TRUNCATION_MARGIN_TOKENS + 1
+        if not truncate_latest:  # `least`: the error suggests truncating only where it would fit
+            raise BudgetTooSmall(given, base + need, system=system_tokens, priming=REPLY_PRIMING_TOKENS,
+                                 latest=need, pending=pending, least_truncated=least)
         if budget - base - least + 1 < 1:
             raise BudgetTooSmall(given, base + least, truncated=True, system=system_tokens,
                                  priming=REPLY_PRIMING_TOKENS, latest=least, pending=pending)

@@ -33,7 +33,7 @@ takes its default); what does not is left out and named in a problem line, so a 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Annotated, Any
 
@@ -155,12 +155,24 @@ class Plan:
     timings_ms: dict[str, float] = field(default_factory=dict)
     cache: CacheReport = field(default_factory=CacheReport)
     breakpoints: list[Breakpoint] = field(default_factory=list)
+    # slice -> the tokens of the messages that show it, as sent (`sent_slice_tokens`): a
+    # block's header and session headings counted once; they sum to at most `tokens`.
+    # Empty on a plan stored before 2026-12-07 (slice_tokens then estimates)
+    slice_sent: dict[str, int] = field(default_factory=dict)
 
     def slice_tokens(self) -> dict[str, int]:
+        """What each slice costs as sent: its share of the plan's tokens, the slices
+        summing to at most `tokens`. An item's own count includes what it would cost on its
+        own (a session heading the block shares, the block's header), so the items' sums
+        overstated a block: a 290-token context of budget 300 said `retrieved: 306 tokens`
+        for a 255-token block. A plan without `slice_sent` (stored by an older version):
+        the items' sums, scaled down to `tokens` where they exceed it."""
+        if self.slice_sent:
+            return dict(self.slice_sent)
         out: dict[str, int] = {}
         for it in self.items:
             out[it.slice] = out.get(it.slice, 0) + it.tokens
-        return out
+        return _scaled_to(out, self.tokens)
 
     @property
     def stage_ms(self) -> dict[str, float]:
@@ -212,8 +224,11 @@ class Plan:
             if s == "tail":  # the tail reads as a stretch of the log: in position order
                 items.sort(key=lambda i: min(i.positions, default=-1))
             share = self.shares.get(s)
+            # the items' own counts each include what they share as sent (a session heading)
+            alone = sum(i.tokens for i in items)
             lines.append(f"{s}: {per.get(s, 0)} tokens" + (f" (share {share})" if share is not None else "")
-                         + f", {len(items)} item(s)")
+                         + f", {len(items)} item(s)"
+                         + (f" ({alone} tok counted one by one)" if alone != per.get(s, 0) else ""))
             for it in items:
                 lines.append(f"  {it.label():>14} {it.fidelity:<9} {it.tier:<5} {it.tokens:>5} tok "
                              f"score={it.score:.3f}  {it.reason}")
@@ -240,6 +255,46 @@ class Plan:
             if len(self.left_out) > 20:
                 lines.append(f"  ... and {len(self.left_out) - 20} more")
         return "\n".join(lines)
+
+
+def _apportion(weights: dict[str, int], amount: int) -> dict[str, int]:
+    """`amount` split among `weights`' keys in proportion (largest remainders first, ties
+    by name): the parts sum to `amount` exactly. All of it to the first key by name when
+    every weight is 0."""
+    whole = sum(weights.values())
+    if whole <= 0:
+        return {k: (amount if k == min(weights) else 0) for k in weights}
+    out = {k: v * amount // whole for k, v in weights.items()}
+    for k in sorted(weights, key=lambda k: (-(weights[k] * amount % whole), k))[:amount - sum(out.values())]:
+        out[k] += 1
+    return out
+
+
+def _scaled_to(parts: dict[str, int], cap: int) -> dict[str, int]:
+    """`parts` scaled down in proportion to sum to `cap`; unchanged when they sum to no more."""
+    return dict(parts) if sum(parts.values()) <= cap else _apportion(parts, max(cap, 0))
+
+
+def sent_slice_tokens(messages: Sequence[tuple[str, int, Sequence[PlanItem]]], total: int) -> dict[str, int]:
+    """Slice -> tokens as sent (`Plan.slice_sent`), from each message of a context as
+    (its layer, its tokens, the plan items it shows): a message showing items of one
+    slice is that slice's; one showing several (the "memory" block of
+    system_messages="before_latest") is split among them by their items' tokens; one
+    showing none is its layer's when that is a slice (a tool result of a tail unit whose
+    item sits on the unit's first message; the latest message is the tail's). Scaled
+    down to `total` (the context's exact count) where the messages' counts exceed it (a
+    conversion that sends less than is stored)."""
+    out: dict[str, int] = {}
+    for layer, tokens, items in messages:
+        weights: dict[str, int] = {}
+        for it in items:
+            weights[it.slice] = weights.get(it.slice, 0) + max(it.tokens, 0)
+        if not weights:
+            owner = "tail" if layer == "latest" else layer
+            weights = {owner: 1} if owner in SLICES else {}
+        for k, v in (_apportion(weights, tokens) if weights else {}).items():
+            out[k] = out.get(k, 0) + v
+    return _scaled_to(out, total)
 
 
 @dataclass
@@ -378,6 +433,7 @@ _SCALARS: dict[str, tuple[TypeAdapter[Any], Callable[[], Any], bool]] = {
     "tiers": (TypeAdapter(dict[str, str], config=_Shape.model_config), dict, False),
     "degraded": (TypeAdapter(bool, config=_Shape.model_config), bool, False),
     "shares": (TypeAdapter(dict[str, Tokens], config=_Shape.model_config), dict, False),
+    "slice_sent": (TypeAdapter(dict[str, Tokens], config=_Shape.model_config), dict, False),
     "retrieval": (TypeAdapter(str, config=_Shape.model_config), str, False),
     "cache": (TypeAdapter(StoredCache), lambda: StoredCache().model_dump(), False),
 }

@@ -82,7 +82,10 @@ def test_each_context_call_is_observed(client: TestClient) -> None:
     assert delta("tiermem_context_budget_use_ratio_count") == len(CALLS)
     assert delta("tiermem_context_budget_use_ratio_sum") == pytest.approx(sum(p["tokens"] / p["budget"] for p in plans))
     for layer in SLICES:
-        want = sum(it["tokens"] for p in plans for it in p["items"] if it["slice"] == layer)
+        # what each layer cost as sent (Plan.slice_tokens), not its items' sum: that counted a
+        # session heading with each retrieved line, past the plan's own tokens
+        want = sum(p["slice_sent"].get(layer, 0) for p in plans)
+        assert want <= sum(p["tokens"] for p in plans)
         assert delta("tiermem_context_layer_tokens_sum", layer=layer) == pytest.approx(want), layer
         assert delta("tiermem_context_layer_tokens_count", layer=layer) == len(CALLS)
     for cls, n in Counter(p["query_class"] for p in plans).items():

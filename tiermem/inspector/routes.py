@@ -52,7 +52,7 @@ from tiermem.config import MAX_ID_CHARS_LIMIT
 from tiermem.inspector import charts, data
 from tiermem.inspector.metrics import PlanMetrics
 from tiermem.memory import MAX_BUDGET_TOKENS, Memory
-from tiermem.planner.plan import SLICES, read_stored_plan
+from tiermem.planner.plan import SLICES, Plan, read_stored_plan
 from tiermem.service.guard import host_of
 from tiermem.service.head import HeadRoute
 from tiermem.tiers.errors import ConversationNotFound, TiermemError, ValidationError
@@ -567,15 +567,17 @@ def _plan_ctx(result: dict[str, Any]) -> dict[str, Any]:
     notes = result.get("notes") or []
     if plan is None:
         return {"plan": None, "messages": [], "error": result.get("error"), "chart": None, "by_layer": {},
-                "notes": notes}
+                "layers": {}, "notes": notes}
     by_layer: dict[str, list[dict[str, Any]]] = {}
     for it in plan.get("items", []):
         by_layer.setdefault(it["slice"], []).append(it)
-    layers = {s: sum(it["tokens"] for it in items) for s, items in by_layer.items()}
+    # what each layer costs as sent (Plan.slice_tokens: a block's shared headings once),
+    # not its items' sum, which counts a heading with each item
+    layers = Plan.from_dict(plan).slice_tokens()
     chart = charts.budget_bar(layers, int(plan.get("budget") or 0), "token budget use per layer",
                               total=int(plan.get("tokens") or 0))
     return {"plan": plan, "messages": result.get("messages") or [], "error": result.get("error"), "chart": chart,
-            "by_layer": by_layer, "notes": notes}
+            "by_layer": by_layer, "layers": layers, "notes": notes}
 
 
 def _stored_plan_ctx(raw: Any) -> dict[str, Any]:
