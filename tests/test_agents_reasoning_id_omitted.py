@@ -54,6 +54,9 @@ REASONING: dict[str, dict[str, Any]] = {
     "summary": {"summary": [Summary(text="Look it up.", type="summary_text")]},
     # both, as the reviewer's run had it
     "both": {"summary": [Summary(text="Look it up.", type="summary_text")], "encrypted_content": ENCRYPTED},
+    # neither (a model asked for no summary, store=True): the SDK saves and sends
+    # {"type": "reasoning", "summary": []}, so tiermem stores it too, not refused
+    "nothing": {"summary": []},
 }
 
 

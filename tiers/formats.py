@@ -75,7 +75,9 @@ Invariants and policy (README, "Message formats"):
   row, never sent to a model; `hidden_positions` says what they hide.
 - **Wire form** (`wire_body`): what a context sends is a valid request param: fields only a
   reply carries (`annotations`, the vendor reasoning fields, an `audio` reply's data,
-  an item's `provider_data`),
+  an item's `provider_data`), the Agents SDK's placeholder item id (`SDK_PLACEHOLDER_ID`,
+  `__fake_id__`, which the SDK strips itself before a Responses request; the Agents
+  session's `model_input_filter` gives the SDK the item with it, as its own input is),
   top-level nulls and the nulls of content parts (a `model_dump()` of an SDK reply writes
   every unset field, such as an `output_text` part's `logprobs`) are left out; `history()`
   still has them. A reasoning item's `summary` is required on append (a list, the API's
@@ -150,7 +152,9 @@ PROVIDER_DATA_FIELD = "provider_data"
 # item it makes from a Chat Completions reply (reasoning, message, function_call): no
 # provider gave it, so no provider knows it. The SDK strips it from every item before a
 # Responses request (`OpenAIResponsesModel._clean_item_for_openai`) and before saving to
-# OpenAI's Conversations API. Kept in history and returned to a session as given.
+# OpenAI's Conversations API; a context leaves it out too (`wire_body`): the API looks an
+# item id up ("Item with id '__fake_id__' not found"), and every such item holds the same one
+# ("Duplicate item found"). Kept in history and returned to a session as given.
 SDK_PLACEHOLDER_ID = "__fake_id__"
 ITEM_FIELDS: dict[str, frozenset[str]] = {k: v | {PROVIDER_DATA_FIELD} for k, v in {
     "message": frozenset({"type", "role", "content", "status", "id", "phase"}),
@@ -430,7 +434,11 @@ def _reasoning_id(d: dict[str, Any]) -> None:
     `_reasoning_summary`: a row stored before is read as stored. An item without one is
     accepted: the Agents SDK's `reasoning_item_id_policy="omit"` saves and sends its
     reasoning items so (the API reads their `encrypted_content` or summary instead; a run
-    whose items were refused lost its turn)."""
+    whose items were refused lost its turn). So is one with neither an id nor
+    `encrypted_content` nor summary text: the SDK makes it (that policy on the reasoning of
+    a model asked for no summary, without `include=["reasoning.encrypted_content"]`), and
+    sends it back itself (only its OpenAI Conversations session leaves it unsaved), so a
+    refusal would fail the run after the model answered, as the id's did."""
     if "id" not in d:
         return
     if not isinstance(d["id"], str):
@@ -927,6 +935,8 @@ def as_appended(body: dict[str, Any]) -> dict[str, Any]:
 def wire_body(body: dict[str, Any]) -> dict[str, Any]:
     """The body as a request param (module docstring, "Wire form")."""
     out = {k: v for k, v in as_appended(body).items() if v is not None and k != PROVIDER_DATA_FIELD}
+    if out.get("id") == SDK_PLACEHOLDER_ID:
+        del out["id"]  # the SDK's placeholder, no provider's id (SDK_PLACEHOLDER_ID)
     content = out.get("content")
     if isinstance(content, list) and any(isinstance(p, dict) and None in p.values() for p in content):
         out["content"] = [{k: v for k, v in p.items() if v is not None} if isinstance(p, dict) else p
