@@ -12,6 +12,8 @@ Invariants:
   connection's opening or of the end of its previous answer, or the connection is closed
   (no answer: there is no request to answer yet);
 - a connection idle after an answer is closed after `KEEP_ALIVE_TIMEOUT_S`;
+- a client that half-closes (FIN) after a whole request still gets its answer, and the
+  connection is closed after it (`GuardedH11Protocol.eof_received`);
 - at most `config.http_max_connections` connections (open, in flight or idle) are served
   at once: a request that arrives past it, or while as many requests are in flight, is
   answered 503 with `Retry-After: OVERLOAD_RETRY_AFTER_S` and the error JSON, its
@@ -151,6 +153,22 @@ class GuardedH11Protocol(H11Protocol):
         if not self.transport.is_closing():
             self._arm_head_deadline()
         super().on_response_complete()
+
+    def eof_received(self) -> bool:  # type: ignore[override]  # asyncio.Protocol: bool | None
+        """The client half-closed (sent FIN: `shutdown(SHUT_WR)`, `curl --data` with some
+        proxies, `nc -N`). With a whole request in flight, keep the connection open to answer
+        it, then close it (`keep_alive` off: the client sends nothing more); otherwise close it
+        now, as before (no request to answer, or one whose body can no longer arrive: its app
+        sees the disconnect).
+
+        uvicorn's H11Protocol returns None here, which makes asyncio close the transport: the
+        request's app ran on, its write committed, and its answer was dropped (the client
+        read 0 bytes and could not tell a stored append from a lost one)."""
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or cycle.more_body:
+            return False
+        cycle.keep_alive = False  # `RequestResponseCycle.send` closes the transport after the answer
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._head_timer is not None:
