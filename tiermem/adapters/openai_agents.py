@@ -64,7 +64,9 @@
   (tests/test_agents_filter_streamed_budget.py). They are told by position: the input
   holds first the items `get_items` last returned, then those saved since, so a new
   question equal to an old one is new (under `session_settings` limit 0 too); where it
-  does not (an input the SDK rebuilt), by content, as `unsaved_items` says. What the SDK's input
+  does not (an input the SDK rebuilt), by count (a question asked again is new where
+  the input holds its text once more than the log, or, before the run saved anything,
+  where it ends the input), as `unsaved_items` says. What the SDK's input
   leaves out of the log's items it holds from its first on (a handoff's `input_filter`,
   `handoff_filters.remove_all_tools`: the previous agent's calls, outputs and reasoning)
   is left out of the plan too (`left_out_items`; where the input begins is found from its
@@ -148,29 +150,86 @@ def unsaved_items(inputs: list[dict[str, Any]], saved: list[dict[str, Any]],
     question equal to one stored before (under `session_settings` limit 0, or where the
     log ends with it) is new. Where they are not (the SDK rebuilt or reordered its input:
     a handoff's `input_filter`, `nest_handoff_history`, a `session_input_callback`; a pop
-    or another writer since the read), by content: the items after the latest item of the
-    view; an input without that item is one the SDK rebuilt (`nest_handoff_history`'s
-    summary of the conversation, which the filter's context plans from the log instead)
-    or one of a session that read no history: of it, the trailing user messages the log
-    holds nowhere (a question equal to one stored before is not told apart there)."""
+    or another writer since the read), by count where nothing was saved since the read
+    (the new input is not saved yet, and the SDK puts it last: `_unsaved_by_count`), else
+    by content: the items after the latest item of the view; an input without that item
+    is one the SDK rebuilt (`nest_handoff_history`'s summary of the conversation, which
+    the filter's context plans from the log instead) or one of a session that read no
+    history: of it, the trailing user messages the input holds more often than the view
+    (`_beyond`). A question equal to one stored before is new wherever the input holds it
+    once more than the log: it is matched by count, not content alone."""
     if not saved:
         return list(inputs)  # nothing stored yet (a new conversation, or cleared)
+    # nothing saved since the SDK read its history: this run's new input is not saved yet
+    # (a streamed run's first model call), so the input holds at least one new item
+    fresh = last_read is not None and last_read[0] == len(saved) and bool(inputs)
     if last_read is not None:
         at, count = last_read
         start = at - count  # the view's first item the SDK read
         if 0 <= start <= at <= len(saved) and len(saved) - start <= len(inputs):
             held = len(saved) - start
-            if all(inputs[i] in (saved[start + i], read[start + i]) for i in range(held)):
+            if (all(inputs[i] in (saved[start + i], read[start + i]) for i in range(held))
+                    and (held < len(inputs) or not fresh)):
                 return inputs[held:]
+        if fresh:  # rebuilt (a session_input_callback), the new items last
+            return _unsaved_by_count(inputs, saved[start:], read[start:])
+    start = last_read[0] - last_read[1] if last_read is not None and 0 <= last_read[1] <= last_read[0] else 0
     latest = (saved[-1], read[-1])
     for j in range(len(inputs) - 1, -1, -1):
         if inputs[j] in latest:
-            return inputs[j + 1:]
-    keys = {_key(i) for i in (*saved, *read)}
+            # after it, what the view since the read does not hold by count: a callback
+            # that put the history after the new items leaves the history's items there
+            surplus = _surplus(inputs, saved[start:], read[start:])
+            return [item for item, new in zip(inputs[j + 1:], surplus[j + 1:], strict=True) if new]
     k = len(inputs)
-    while k > 0 and inputs[k - 1].get("role") == "user" and _key(inputs[k - 1]) not in keys:
+    while k > 0 and inputs[k - 1].get("role") == "user" and _beyond(inputs, k - 1, saved, read):
         k -= 1
     return inputs[k:]
+
+
+def _count(item: dict[str, Any], saved: list[dict[str, Any]], read: list[dict[str, Any]]) -> int:
+    """How many of the view's items (`saved` as stored, `read` as returned) `item` equals."""
+    return sum(1 for s, r in zip(saved, read, strict=True) if item in (s, r))
+
+
+def _beyond(inputs: list[dict[str, Any]], k: int, saved: list[dict[str, Any]], read: list[dict[str, Any]]) -> bool:
+    """Whether `inputs[k]` is an occurrence of its content past what the view holds: the
+    input holds it (up to k) more often than the view does. A question asked again is
+    then told from its earlier row by count, not taken for it by content."""
+    return sum(1 for i in inputs[:k + 1] if i == inputs[k]) > _count(inputs[k], saved, read)
+
+
+def _surplus(inputs: list[dict[str, Any]], window: list[dict[str, Any]],
+             window_read: list[dict[str, Any]]) -> list[bool]:
+    """For each of `inputs`, whether it is past the `window`'s count of its content (as
+    stored; `window_read` as returned), the earliest of equal items taken for the
+    window's: the SDK rebuilds its input from the history it read and the run's items,
+    each once, so an item it holds more often than the window is new."""
+    alias = {_key(r): _key(s) for s, r in zip(window, window_read, strict=True)}
+    left: dict[str, int] = {}
+    for s in window:
+        left[_key(s)] = left.get(_key(s), 0) + 1
+    out: list[bool] = []
+    for item in inputs:
+        k = alias.get(_key(item), _key(item))
+        out.append(left.get(k, 0) <= 0)
+        if not out[-1]:
+            left[k] -= 1
+    return out
+
+
+def _unsaved_by_count(inputs: list[dict[str, Any]], window: list[dict[str, Any]],
+                      window_read: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`unsaved_items` where nothing was saved since the SDK read the history `window`
+    (as stored; `window_read` as returned) and its input is not that history then the new
+    items (a `session_input_callback` rebuilt it, which may drop, reorder or keep any of
+    either): the input's items past the window's count (`_surplus`), in order; where
+    every item is the window's by count (the history's copy of a question asked again
+    dropped), the input's last item, as the run's new input is not saved yet and the SDK
+    puts it last. A question equal to one in the history is new wherever the input holds
+    it once more than the window."""
+    new = [item for item, extra in zip(inputs, _surplus(inputs, window, window_read), strict=True) if extra]
+    return new or inputs[-1:]
 
 
 def _counters(memory: MemoryLike) -> list[TokenCounter]:
