@@ -117,7 +117,8 @@ if TYPE_CHECKING:
 CONTENT_PREVIEW_CHARS = 100
 # BudgetTooSmall's advice for a latest message over budget, in the library's words; `context`
 # says its option instead
-LIBRARY_TRUNCATE_ADVICE = "pass truncate_latest=True"
+LIBRARY_TRUNCATE_KEYWORD = "truncate_latest=True"
+LIBRARY_TRUNCATE_ADVICE = f"pass {LIBRARY_TRUNCATE_KEYWORD}"
 MIN_DEMO_BUDGET_TOKENS = 50
 # `consolidate --watch --interval`'s floor, seconds; its ceiling is the config's own
 # (MAX_SCHEDULER_INTERVAL_S), which the option's value goes through
@@ -1481,10 +1482,15 @@ def context(
         )
     except BudgetTooSmall as exc:
         # its advice in this command's words: the library's keyword is no option here
-        if exc.part != exc.PART_LATEST or not exc.problem.endswith(LIBRARY_TRUNCATE_ADVICE):
+        if exc.part != exc.PART_LATEST:
             raise
-        raise ValidationError(exc.field, exc.problem.removesuffix(LIBRARY_TRUNCATE_ADVICE)
-                              + "pass --truncate-latest") from None
+        if exc.problem.endswith(LIBRARY_TRUNCATE_ADVICE):
+            raise ValidationError(exc.field, exc.problem.removesuffix(LIBRARY_TRUNCATE_ADVICE)
+                                  + "pass --truncate-latest") from None
+        if LIBRARY_TRUNCATE_KEYWORD in exc.problem:  # "... cannot help": named as this command's option
+            raise ValidationError(exc.field, exc.problem.replace(LIBRARY_TRUNCATE_KEYWORD, "--truncate-latest")) \
+                from None
+        raise
     if ctx.plan.tiers.get("embedder") == "degraded":
         _note_keywords_only(mem, ctx.plan.retrieval)
     if as_json:

@@ -386,8 +386,10 @@ class BudgetTooSmall(ValidationError):
     PART_PENDING = "pending"
 
     def __init__(self, budget: int, needed: int, *, truncated: bool = False, system: int = 0,
-                 priming: int = 0, latest: int | None = None, pending: int = 0) -> None:
+                 priming: int = 0, latest: int | None = None, pending: int = 0,
+                 least_truncated: int | None = None) -> None:
         self.budget, self.needed, self.pending_tokens = budget, needed, pending
+        self.least_truncated = least_truncated
         self.system_tokens, self.priming_tokens, self.latest_tokens = system, priming, latest
         if pending and priming + pending > budget:  # nothing of the context can fit: the caller's own count
             self.part = self.PART_PENDING
@@ -416,6 +418,14 @@ class BudgetTooSmall(ValidationError):
             self.part = self.PART_TRUNCATED
             problem = (f"{head} cannot hold even a truncated latest user message (at least {latest} tokens"
                        f"{beside}: {needed} tokens in all); {raise_budget}")
+        elif least_truncated is not None and system + priming + least_truncated > budget:
+            # truncating cannot help (the least a truncated message takes does not fit either):
+            # suggesting truncate_latest=True only led to the next refusal
+            self.part = self.PART_LATEST
+            problem = (f"{head} cannot hold the latest user message ({latest} tokens{beside}: {needed} "
+                       f"tokens in all); raise the budget to at least {needed + pending}"
+                       f"{' (or lower pending_tokens)' if pending else ''} (truncate_latest=True cannot help: "
+                       f"a truncated latest message takes at least {least_truncated} tokens)")
         else:
             self.part = self.PART_LATEST
             problem = (f"{head} cannot hold the latest user message ({latest} tokens{beside}: {needed} "
@@ -445,7 +455,9 @@ class BudgetTooSmall(ValidationError):
                 got["priming"] = got.pop("with_priming") - got["system"]
             if "priming_only" in got:  # no system prompt: the priming alone beside the latest message
                 got["priming"] = got.pop("priming_only")
-            exc = cls(got.pop("budget"), got.pop("needed"), truncated=truncated, pending=pending, **got)
+            least = _BUDGET_LEAST_TRUNCATED.search(problem) if not truncated else None
+            exc = cls(got.pop("budget"), got.pop("needed"), truncated=truncated, pending=pending,
+                      least_truncated=int(least["least"]) if least is not None else None, **got)
             # only a message this class writes: read back, it must be the same message
             return exc if exc.problem == problem else None
         return None
@@ -460,6 +472,9 @@ _BUDGET_PENDING_HEAD = re.compile(r"budget (?P<budget>\d+) less pending_tokens (
 _BUDGET_PENDING_ONLY = re.compile(r"(?P<pending>\d+) pending tokens and the reply priming \((?P<priming>\d+)\) take "
                                   r"(?P<needed>\d+) tokens, past the budget \((?P<budget>\d+)\) before any of the "
                                   r"context; .*")
+# ... the latest message's, where truncating it cannot help either
+_BUDGET_LEAST_TRUNCATED = re.compile(r"\(truncate_latest=True cannot help: a truncated latest message takes at least "
+                                     r"(?P<least>\d+) tokens\)$")
 _BUDGET_PROBLEMS: tuple[tuple[re.Pattern[str], bool], ...] = (
     (re.compile(r"(?P<budget>\d+) tokens cannot hold the system prompt \((?P<system>\d+) tokens, (?P<with_priming>\d+) "
                 r"with the reply priming; (?P<needed>\d+) tokens in all\) before any message; .*"), False),
