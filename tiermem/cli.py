@@ -91,11 +91,11 @@ from tiermem.memory import (
 )
 from tiermem.tiers.errors import STANDARD_OUTPUT, ValidationError
 from tiermem.tiers.files import PRIVATE_FILE_MODE
+from tiermem.tiers.formats import CHAT_ROLES
 from tiermem.tiers.models import (
     HIT_SUPERSEDED,
     HIT_SUPERSEDED_IN_PART,
     MAX_POSITION,
-    ROLES,
     SearchHit,
     check_idempotency_key,
     hit_supersession,
@@ -118,6 +118,9 @@ CONTENT_PREVIEW_CHARS = 100
 # BudgetTooSmall's advice for a latest message over budget, in the library's words; `context`
 # says its option instead
 LIBRARY_TRUNCATE_KEYWORD = "truncate_latest=True"
+# `append --role`: each chat role a text message may have (tiers.formats.CHAT_ROLES, which
+# the README lists; the old "function" role needs a name: --json-file), developer included
+CLI_ROLES = tuple(r for r in CHAT_ROLES if r != "function")
 LIBRARY_TRUNCATE_ADVICE = f"pass {LIBRARY_TRUNCATE_KEYWORD}"
 MIN_DEMO_BUDGET_TOKENS = 50
 # `consolidate --watch --interval`'s floor, seconds; its ceiling is the config's own
@@ -1222,7 +1225,7 @@ def _read_messages(source: IO[str], name: str) -> list[dict[str, Any]]:
 
 @cli.command()
 @click.argument("conversation", type=NEW_CONVERSATION)
-@click.option("--role", type=click.Choice(ROLES), help="Role of the message (with --content).")
+@click.option("--role", type=click.Choice(CLI_ROLES), help="Role of the message (with --content).")
 @click.option("--content", type=TEXT, help="Text of the message (with --role).")
 @click.option("--tool-call-id", type=TEXT, default=None,
               help="With --role tool (required there): the id of the assistant's tool call it answers.")
@@ -1508,6 +1511,23 @@ def context(
         con.print(Text(message_text(m)), soft_wrap=piped)
     con.print(Rule(Text(f"plan: {ctx.tokens}/{budget} tokens", style="bold"), align="left"))
     con.print(Text(ctx.plan.explain()), soft_wrap=piped)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"namespace", "conversations"} as JSON.')
+@pass_state
+def conversations(state: CliState, as_json: bool) -> None:
+    """List the namespace's conversation ids (--namespace; not those below it), one a line."""
+    # the library's call (as GET /v1/conversations and Client.conversations answer), all pages
+    got = state.memory(hot=False).conversations(namespace=state.namespace)
+    if as_json:
+        _emit_json({"namespace": state.namespace, "conversations": got})
+        return
+    if not got:  # said on stderr: stdout stays the list (empty) for a script
+        click.echo(f"no conversations in namespace {state.namespace!r}", err=True)
+    for conversation in got:
+        click.echo(conversation)
 
 
 @cli.command()
