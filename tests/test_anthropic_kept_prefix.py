@@ -7,7 +7,8 @@ budget every call rewrote an earlier message (the first differing message: 1, th
 5 over calls 5 to 7 at 6,000 tokens) and nearly the whole request missed the cache while the
 plan's cache report said the epoch extends. Now the newest go as words first: a block sent
 whole stays whole while the context has room for it, and where the context grows past that
-room only the newest whole block turns into words (the messages before it as they were).
+room every kept block turns into its words, once an epoch (the oldest onward: the first
+call that must turn one turns all, and every later call of the epoch sends them so).
 A request that ends with a paused server call (`pause_turn`) keeps that turn whole first.
 Real Memory and planner epochs; requests checked against the SDK's MessageParam."""
 
@@ -75,9 +76,11 @@ CASES: list[tuple[int, int, list[tuple[int, int]]]] = [
     # four replies whole, the later ones as words from the first: before, calls 5, 6 and 7
     # each rewrote an older message (1, 3, 5)
     (6_000, 4, []),
-    # three whole fit until the context grows past their room at call 5: the newest of them
-    # (message 5, the third reply) turns into words, the two before it stay as sent
-    (4_000, 2, [(5, 5)]),
+    # three whole fit until the context grows past their room at call 5: one of them must turn
+    # into its words, so every one does, the request rewritten from the first (message 1), once:
+    # turning the newest only (message 5, as before) rewrote again at each later call that
+    # outgrew the next one's room (tests/test_anthropic_kept_rewrite_once.py)
+    (4_000, 0, [(5, 1)]),
 ]
 
 

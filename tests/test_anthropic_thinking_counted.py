@@ -104,4 +104,6 @@ def test_the_current_loops_thinking_is_counted_as_sent(tmp_path: Any, embedder: 
         assert sent.count("thinking") + sent.count("redacted_thinking") == (2 if scope == "all" else 1)
         assert req.tokens == ctx.tokens + thought + (extra if whole else 0)
         assert req.tokens <= budget  # before: past it by half the thinking where the search went whole
-        assert req.notes == []
+        # a note where the search goes as its words, none where it goes whole (no estimate here)
+        assert [n.split(": ")[0] for n in req.notes] == ([] if whole else [
+            f"messages[1].content[{1 if scope == 'all' else 0}]"])  # after the earlier turn's thinking, sent

@@ -99,17 +99,27 @@ payloads, which cost as `tiers.formats` counts what is not text: an `encrypted_c
 a citation's `encrypted_index` or a base64 source's data one token per 4 decoded bytes,
 a document read by URL or file id `document_tokens`, an estimate: `DOCUMENT_REFERENCE_TOKENS`
 by default, one PDF page at Anthropic's rates, and the request says so in its `notes`,
-naming each such document sent whole). These go whole in request
-order while the context's tokens with them fit the plan's budget; from the first that
-does not fit on, each goes as the plan counted it (a kept block as its words, a server
-call with its results; a text block without its citations; a result as its text): a web
-search result of five 4 KB pages counted at 100 tokens costs about 3,990 sent whole. The
-newest go first so that within an epoch (the context only grows) every earlier message
-goes as the previous call sent it, the prompt cache's prefix; only where the context
-grows past the room a whole block took does the newest whole one turn into its words
-(the messages before it unchanged). A request that ends with an assistant turn (a
-`pause_turn` reply) keeps that turn's blocks whole first. A PDF given as data is no
-kept block: its `file` part is counted as sent.
+naming each such document sent whole). These go whole in request order while the
+context's tokens with them fit the plan's budget; from the first that does not fit on,
+each goes as the plan counted it (a kept block as its words, a server call with its
+results; a text block without its citations; a result as its text): a web search result
+of five 4 KB pages counted at 100 tokens costs about 3,990 sent whole. Within an epoch the
+context only grows (the prompt cache's prefix is the previous call's request): a new
+block that does not fit is appended as its words, the earlier ones unchanged. Once the
+context grows past the room the whole ones took, one must turn into its words: they
+cannot stay whole, the plan counted their words and its budget is hard. That rewrites
+the request from there (a cache miss), and turning only the newest into words rewrote
+again at each later call that outgrew the next one's room (at 2,000 tokens, calls 11, 14
+and 18 of one epoch: three misses). So the first call that would turn a block sent whole
+into its words turns every kept block into its words, and every later call of the epoch
+does too (what they need only grows, the room only shrinks): one rewrite an epoch, from
+the first kept block, which the request's `notes` say. Statelessly: the request finds
+that call among the earlier calls its context extends (each prefix of it ending with a
+user message or a tool result, counted as the plan counts; `_turned_before`). A request
+that ends with an assistant turn (a `pause_turn` reply) keeps that turn's blocks whole
+first, each where it fits. The current tool loop's thinking takes room from them too, so
+a loop that ends can give it back: the one case where whole blocks come back within an
+epoch. A PDF given as data is no kept block: its `file` part is counted as sent.
 
 A `server_tool_use` and its result go together: in each assistant turn a server call
 without a result block naming it, or a result without its call, is left out, except a
@@ -218,6 +228,7 @@ from tiermem.tiers.formats import (
     SentCallIds,
     base64_tokens,
     call_ids,
+    canonical_role,
     message_text,
     repeated_call_id,
     result_id,
@@ -225,7 +236,7 @@ from tiermem.tiers.formats import (
 )
 from tiermem.tiers.models import check_int, check_keys
 from tiermem.tiers.plain_json import NESTED_TOO_DEEP, check_int_digits, plain_deep, unencodable
-from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
+from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, BpeTokenCounter, TokenCounter, message_tokens
 
 THINKING_KEY = "anthropic_thinking"
 EXTRA_KEY = "anthropic_extra"
@@ -1302,21 +1313,22 @@ def _counted_thinking(turns: list[list[Any]], counter: TokenCounter) -> int:
 
 
 def _fit_kept(turns: list[list[Any]], kept: _Kept, counter: TokenCounter, ctx: Context, *,
-              document_tokens: int, reserved: int) -> int:
+              document_tokens: int, reserved: int, origin: dict[int, int]) -> tuple[int, _Unfit | None]:
     """Keep the request within the plan's budget, in place: the plan counted each kept
     block as its words (the text part it is stored as), a text block without its
     citations and a tool result as its stored text, and what is sent whole costs
-    `kept_block_tokens`. Blocks go whole in request order while the context's tokens with
-    them stay within the budget; from the first that does not fit on, each goes as what
-    the plan counted (a kept block as its words, a server call and its results together:
-    the API's pairing; a block given extras without them; a result as its text). The
-    newest go first so that within an epoch, where the context only grows, the earlier
-    messages go as the previous call sent them (the prompt cache's prefix); a block
-    whole there turns into its words only when the context has grown past the room it
-    took. A request that ends with an assistant turn (a `pause_turn` reply with its
+    `kept_block_tokens`. Blocks go whole in request order while the context's tokens
+    with them stay within the budget; from the first that does not fit on, each goes as
+    what the plan counted (a kept block as its words, a server call and its results
+    together: the API's pairing; a block given extras without them; a result as its
+    text). Where that would turn a block an earlier call of the epoch sent whole into its
+    words (`_turned_before`: now or at an earlier call), every one goes as counted: one
+    rewrite an epoch (module docstring). `origin`: the context message each kept block
+    came from. A request that ends with an assistant turn (a `pause_turn` reply with its
     server call, which the API goes on with) keeps that turn's blocks whole first.
     `reserved`: the tokens sent beyond the plan's besides these (the current tool loop's
-    thinking), out of the room. Returns the tokens the blocks sent whole add."""
+    thinking), out of the room. Returns the tokens the blocks sent whole add, and where
+    the others go as counted, the first of them, what they need whole and the room."""
     units: dict[tuple[Any, ...], list[tuple[dict[str, Any], str | dict[str, Any], int]]] = {}
     for t, (role, blocks) in enumerate(turns):
         for b in blocks:
@@ -1343,19 +1355,83 @@ def _fit_kept(turns: list[list[Any]], kept: _Kept, counter: TokenCounter, ctx: C
             added += cost
         else:
             _as_counted(units[key])
-    fits = True
-    for key, unit in units.items():  # in request order: the oldest first
-        if key in trailing:
-            continue
-        cost = sum(extra for _b, _s, extra in unit)
-        if fits and cost <= room:
-            room -= cost
-            added += cost
-            continue
-        fits = False  # every later one as counted too: what an earlier call sent stays as it was
+    others = [unit for key, unit in units.items() if key not in trailing]  # in request order
+    costs = [sum(extra for _b, _s, extra in unit) for unit in others]
+    need = sum(costs)
+    if need <= room:
+        return added + need, None
+    whole = _greedy(costs, room)
+    before = 0 if ctx.plan.cache.new_epoch else _turned_before(  # the first call of an epoch: no earlier one
+        costs, [min(origin.get(id(b), len(ctx.messages)) for b, _s, _e in unit) for unit in others], counter, ctx)
+    turned = before is None or whole < before  # a block sent whole earlier this epoch must turn
+    if turned:
+        whole = 0
+    for unit in others[whole:]:
         _as_counted(unit)
-    return added
+    sent = sum(costs[:whole])
+    return added + sent, _Unfit(others[whole][0][0], len(others) - whole, need - sent, max(room - sent, 0), turned)
 
+
+def _greedy(costs: list[int], room: int) -> int:
+    """How many of `costs`, in order, fit `room` together (the first that does not ends it)."""
+    n = 0
+    for c in costs:
+        if c > room:
+            break
+        room -= c
+        n += 1
+    return n
+
+
+def _turned_before(costs: list[int], origins: list[int], counter: TokenCounter, ctx: Context) -> int | None:
+    """How many kept units (their `costs` whole, the context messages they came from in
+    `origins`) the previous call of this context's epoch sent whole, by `_fit_kept`'s
+    rule; None where an earlier call already had to turn one it had sent whole into its
+    words (from then on the epoch sends every one so). The earlier calls' contexts are
+    prefixes of this one (an epoch only grows), each ending with a user message or a tool
+    result; each such prefix is taken for one (a prefix that was none, before the epoch
+    began, can only turn them earlier), counted as the plan counts (`message_tokens`,
+    with what `ctx.tokens` holds beyond its messages)."""
+    msgs = ctx.messages
+    counts = [message_tokens(counter, m) for m in msgs]
+    used = ctx.tokens - REPLY_PRIMING_TOKENS - sum(counts)  # what the plan counts besides its messages
+    tokens = REPLY_PRIMING_TOKENS + max(used, 0)
+    best = 0
+    for m in range(len(msgs) - 1):  # the calls before this one: prefixes through message m
+        tokens += counts[m]
+        if m < origins[0] or canonical_role(msgs[m]) not in ("user", "tool"):
+            continue
+        shown = [c for c, o in zip(costs, origins, strict=True) if o <= m]
+        g = _greedy(shown, ctx.plan.budget - tokens)
+        if g < best:
+            return None
+        best = g
+    return best
+
+
+@dataclass(frozen=True)
+class _Unfit:
+    """Kept blocks sent as their words (`_fit_kept`): the first of them (by identity: its
+    place is known once the request is built), how many go so, what they need whole and
+    the room left for them."""
+
+    first: dict[str, Any]
+    units: int
+    need: int
+    room: int
+    turned: bool  # whether blocks an earlier call sent whole turn into words (module docstring)
+
+
+def _unfit_note(unfit: _Unfit, where: tuple[int | Literal["system"], int]) -> str:
+    """The request's note on kept blocks sent as their words (module docstring, "Out")."""
+    head = (f"messages[{where[0]}].content[{where[1]}]: this and the {unfit.units - 1} later kept blocks (server tool "
+            f"calls and results, documents) go as their words: whole they need {unfit.need} more tokens, "
+            f"{unfit.room} are left in the budget")
+    if not unfit.turned:
+        return head + " (the blocks before them go whole, as the previous call of the epoch sent them)"
+    return (head + ". The context outgrew the room of the blocks an earlier call of the epoch sent whole: every "
+            "one goes as its words from the call that first found so to the epoch's end, whose request "
+            "rewrites the messages from here, once an epoch")
 
 def _as_counted(unit: list[tuple[dict[str, Any], str | dict[str, Any], int]]) -> None:
     """Each block of `unit` as the plan counted it, in place (the breakpoints know a block
@@ -1391,9 +1467,12 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
     turns: list[list[Any]] = []
     last_block: list[dict[str, Any] | None] = []  # per context message: the last markable block so far
     mark: dict[str, Any] | None = None
-    for m in ctx.messages:
+    origin: dict[int, int] = {}  # each kept block's context message (`_turned_before`)
+    for mi, m in enumerate(ctx.messages):
         for chat in to_chat([m]):
+            had = set(kept)
             role, blocks = _blocks_of(chat, stored, kept)
+            origin.update((k, mi) for k in kept if k not in had)
             blocks = [b for b in blocks if _sendable(b)]
             if not blocks:
                 continue
@@ -1416,10 +1495,13 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
             blocks.sort(key=lambda b: b["type"] not in THINKING_TYPES)
     sent = ctx.tokens  # what the request sends, counted: the plan's tokens and what it adds
     notes: list[str] = []
+    unfit: _Unfit | None = None
     if kept or any(b["type"] in THINKING_TYPES for _r, bs in turns for b in bs):
         counter = _counter(memory)
         thought = _counted_thinking(turns, counter)
-        sent += thought + _fit_kept(turns, kept, counter, ctx, document_tokens=document_tokens, reserved=thought)
+        added, unfit = _fit_kept(turns, kept, counter, ctx, document_tokens=document_tokens, reserved=thought,
+                                 origin=origin)
+        sent += thought + added
         if sent > ctx.plan.budget:  # the API refuses a tool loop's turn without its thinking
             notes.append(f"the current tool loop's thinking blocks ({thought} tokens), which the API requires, "
                          f"take the request to {sent} tokens, past the plan's budget of {ctx.plan.budget}")
@@ -1442,6 +1524,8 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
         k = next(i for i, b in enumerate(before) if b is trimmed)
         instead = before[k - 1] if k else (system[-1] if system else None)
         last_block = [instead if b is trimmed else b for b in last_block]
+    if unfit is not None:
+        notes.append(_unfit_note(unfit, where[id(unfit.first)]))
     found, marked = chosen_breakpoints(
         ctx.plan.breakpoints, [id(b) if b is not None and id(b) in where else None for b in last_block],
         max_breakpoints)
