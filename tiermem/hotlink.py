@@ -120,7 +120,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -162,6 +162,7 @@ from tiermem.tiers.keys import turn_fingerprint
 from tiermem.tiers.models import TurnRow
 from tiermem.tiers.redis_server import EmbeddedRedis
 from tiermem.tiers.redis_url import redacted_url
+from tiermem.tiers.statements import read_hidden
 
 if TYPE_CHECKING:
     from tiermem.config import Config
@@ -646,7 +647,7 @@ class HotLink:
             out += self.cold.turns(conversation_id, start=start, end=start + TURN_READ_ROWS - 1)
         # appends made while reading: the set covers the log up to some turn, as any
         # rebuild does, and the next read catches up with the rest
-        return out
+        return as_seen(self.cold, conversation_id, out)
 
     def _rebuild(self, conversation_id: str) -> HotSet:
         """The set replayed from the log. A pin or unpin of another process landing
@@ -837,7 +838,7 @@ class HotLink:
         unpins name the changes its write made, tiers.store `set_superseded`; with
         neither, their changes are checked as not the unpin's own: the set is rebuilt)."""
         try:
-            rows = self.cold.turns(conversation_id, start=position, end=position)
+            rows = as_seen(self.cold, conversation_id, self.cold.turns(conversation_id, start=position, end=position))
             if rows:
                 pinned, priority = pin_state(rows[0])
                 if pinned:
@@ -1107,6 +1108,22 @@ def cold_failure(exc: BaseException) -> bool:
     if isinstance(exc, (redis.exceptions.RedisError, *REDIS_ERRORS)):
         return False
     return storage_problem(exc) is not None
+
+
+def as_seen(cold: ColdLog, conversation_id: str, rows: Sequence[TurnRow]) -> list[TurnRow]:
+    """`rows` as readers see them past the conversation's popped turns
+    (tiers.statements.Hidden), for `pin_state`: a hidden turn (a popped correction, a
+    control row) pins nothing, since no context shows it, and a turn that only a popped
+    turn superseded, wholly or a statement of it (`Hidden.revived`), is current again, so
+    a load-bearing one is the classifier's pin again. The raw rows kept the popped
+    correction pinned in the set (never evicted, its tokens held against the budget) and
+    its revived target unpinned, on every admit and rebuild, while the log's pinned block
+    showed the reverse. One read of the control rows; nothing more when none hides a turn."""
+    hid = read_hidden(cold, conversation_id)
+    if not hid.positions:
+        return list(rows)
+    return [replace(r, load_bearing=False, pinned_priority=None) if r.position in hid.positions else hid.row(r)
+            for r in rows]
 
 
 def pin_state(row: TurnRow) -> tuple[bool, int]:

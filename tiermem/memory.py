@@ -1151,6 +1151,7 @@ class Memory:
             # has them: the supersession's unpins then apply its own pin changes only, so
             # the set is not rebuilt for them (tiers.hot, pin versions; _release)
             self.hot.on_append(key, positions)
+            self._hot_follows_pops(key, parsed)
         # Supersession is decided when the turns are embedded (_on_embedded), since it
         # searches by meaning: before append returns when the model is here and the batch
         # is a live one, else by whoever embeds them. An import-sized batch is decided by
@@ -1180,6 +1181,27 @@ class Memory:
             self._indexer.wake.set()
         self._look_for_owed_scrub()
         return AppendOutcome(positions, incarnation=self._token(key))
+
+    def _hot_follows_pops(self, key: str, parsed: Sequence[Message]) -> None:
+        """After a batch holding retractions: the hot set follows the log's pin state of
+        the turns they pop and of what those had superseded, wholly or a statement
+        (tiermem.hotlink `as_seen`): a popped correction is unpinned in the set, and a
+        load-bearing turn it had superseded, current again, is the classifier's pin again.
+        A pop moves no pin version, so nothing else brought the set there (a rebuild read
+        the raw rows the same way). Reads only when the batch pops something."""
+        named = sorted({b["position"] for m in parsed if is_control(b := m.body())
+                        and isinstance(b.get("position"), int) and not isinstance(b.get("position"), bool)})
+        if not named or self.hot is None:
+            return
+        try:
+            targets = set(self.cold.turns_superseded_by(key, named, start=0, end=named[-1]))
+            targets.update(s.position for s in self.cold.superseded_statements(key) if s.superseded_by in named)
+        except Exception:  # the retraction is committed: the set's next rebuild reads it right
+            log.warning("could not read what %s's popped turns %s had superseded; the hot set keeps their "
+                        "pins until it is rebuilt", key, named, exc_info=True)
+            return
+        for position in sorted(set(named) | targets):
+            self.hot.unpin(key, position)  # follows the log's pin state, either way
 
     def _look_for_owed_scrub(self) -> None:
         """An erasure's scrub that a killed process left owed waits for the next open or
