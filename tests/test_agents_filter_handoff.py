@@ -24,12 +24,11 @@ pytest.importorskip("agents")
 from agents import Agent, RunConfig, Runner, function_tool, handoff
 from agents.extensions import handoff_filters
 from agents.testing import ScriptedModel, assistant_message, function_call
+from agents_helpers import open_memory
 from openai.types.responses import ResponseReasoningItem
 from openai.types.responses.response_reasoning_item import Summary
 
 from tiermem.adapters.openai_agents import TiermemSession
-from tiermem.config import Config
-from tiermem.memory import Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
 
 CONV = "c"
@@ -55,10 +54,6 @@ def script() -> list[list[Any]]:
 
 def kinds(items: Any) -> list[str]:
     return [str(dict(i).get("type") or dict(i).get("role")) for i in items]
-
-
-def _open(data: Path, embedder: FastEmbedder) -> Memory:
-    return Memory(Config(data_dir=data), embedder=embedder, hot=False, background_indexing=False)
 
 
 # (the handoff's input_filter; whether the run uses tiermem's filter)
@@ -87,7 +82,7 @@ async def run(session: TiermemSession, input_filter: Any, use_filter: bool) -> S
 def test_the_receiving_agent_gets_what_the_handoff_filter_left(tmp_path: Path, embedder: FastEmbedder,
                                                                case: str) -> None:
     input_filter, use_filter = CASES[case]
-    with _open(tmp_path / "d", embedder) as mem:
+    with open_memory(tmp_path / "d", embedder) as mem:
         model = asyncio.run(run(TiermemSession(mem, CONV), input_filter, use_filter))
         got = kinds(model.calls[BILLING_CALL].input)
         if input_filter is None:  # the SDK gives billing the whole run: so does the filter
@@ -106,7 +101,7 @@ def test_a_nested_handoff_history_is_planned_from_the_log_once(tmp_path: Path, e
     # conversation, which the log holds nowhere; the filter plans the conversation from
     # the log, and sends that summary of it no second time (the items not saved yet that
     # follow a context are a new turn's user messages only, where the input was rebuilt)
-    with _open(tmp_path / "d", embedder) as mem:
+    with open_memory(tmp_path / "d", embedder) as mem:
         session = TiermemSession(mem, CONV)
         model = ScriptedModel(script())
         billing = Agent(name="billing", instructions="Bill.", model=model)

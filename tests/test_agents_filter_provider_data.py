@@ -23,15 +23,14 @@ from typing import Any
 import pytest
 
 pytest.importorskip("agents")
-from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, SQLiteSession, function_tool
+from agents import Agent, OpenAIResponsesModel, RunConfig, SQLiteSession, function_tool
 from agents.models.chatcmpl_converter import Converter
 from agents.testing import ScriptedModel
+from agents_helpers import open_memory, run_turn
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionMessage, ChatCompletionMessageFunctionToolCall
 
 from tiermem.adapters.openai_agents import TiermemSession
-from tiermem.config import Config
-from tiermem.memory import Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
 
 CONV = "c"
@@ -98,12 +97,7 @@ async def run(session: Any, model: ScriptedModel, config: RunConfig, *, streamed
     """Both turns over `session`; the input of every model call."""
     agent = Agent(name="a", instructions="Be brief.", model=model, tools=[weather])
     for text in TURNS:
-        if streamed:
-            result = Runner.run_streamed(agent, text, session=session, run_config=config)
-            async for _event in result.stream_events():
-                pass
-        else:
-            await Runner.run(agent, text, session=session, run_config=config)
+        await run_turn(agent, text, session, config, streamed=streamed)
     return [[dict(i) for i in c.input] for c in model.calls]
 
 
@@ -121,7 +115,7 @@ def test_the_filter_sends_the_stored_provider_data(tmp_path: Path, embedder: Fas
                                                    streamed: bool) -> None:
     config = RunConfig(tracing_disabled=True)
     ref_inputs = asyncio.run(run(SQLiteSession("ref"), model_of(name), config, streamed=streamed))
-    with Memory(Config(data_dir=tmp_path / "d"), embedder=embedder, hot=False, background_indexing=False) as mem:
+    with open_memory(tmp_path / "d", embedder) as mem:
         session = TiermemSession(mem, CONV)
         config = RunConfig(tracing_disabled=True, call_model_input_filter=session.model_input_filter(BUDGET_TOKENS))
         inputs = asyncio.run(run(session, model_of(name), config, streamed=streamed))

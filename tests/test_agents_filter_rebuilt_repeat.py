@@ -21,12 +21,11 @@ from typing import Any
 import pytest
 
 pytest.importorskip("agents")
-from agents import Agent, RunConfig, Runner
+from agents import Agent
 from agents.testing import ScriptedModel, assistant_message
+from agents_helpers import filter_config, open_memory, run_turn
 
 from tiermem.adapters.openai_agents import TiermemSession
-from tiermem.config import Config
-from tiermem.memory import Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.formats import message_text
 
@@ -51,20 +50,14 @@ def said(items: Any) -> list[str]:
 
 
 async def turn(agent: Agent[Any], session: TiermemSession, callback: Callback | None, *, streamed: bool) -> None:
-    config = RunConfig(call_model_input_filter=session.model_input_filter(BUDGET_TOKENS), tracing_disabled=True,
-                       session_input_callback=callback)
-    if streamed:
-        result = Runner.run_streamed(agent, QUESTION, session=session, run_config=config)
-        async for _event in result.stream_events():
-            pass
-    else:
-        await Runner.run(agent, QUESTION, session=session, run_config=config)
+    config = filter_config(session, BUDGET_TOKENS, session_input_callback=callback)
+    await run_turn(agent, QUESTION, session, config, streamed=streamed)
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
 @pytest.mark.parametrize("name", CALLBACKS)
 def test_the_question_asked_again_is_sent(tmp_path: Path, embedder: FastEmbedder, name: str, streamed: bool) -> None:
-    with Memory(Config(data_dir=tmp_path / "d"), embedder=embedder, hot=False, background_indexing=False) as mem:
+    with open_memory(tmp_path / "d", embedder) as mem:
         session = TiermemSession(mem, CONV)
         model = ScriptedModel([[assistant_message("Sunny.")], [assistant_message("Still sunny.")]])
         agent = Agent(name="a", instructions="Be brief.", model=model)
@@ -83,7 +76,7 @@ def test_a_question_the_log_ends_with_is_sent_again(tmp_path: Path, embedder: Fa
     # a run that failed after saving its question: the log ends with it; asked again with
     # the new items alone, the input is one item equal to the history the SDK read
     # (failed before, streamed: matched to it by position, the question left out)
-    with Memory(Config(data_dir=tmp_path / "d"), embedder=embedder, hot=False, background_indexing=False) as mem:
+    with open_memory(tmp_path / "d", embedder) as mem:
         mem.append(CONV, {"role": "user", "content": QUESTION})
         session = TiermemSession(mem, CONV, session_settings={"limit": 1})
         model = ScriptedModel([[assistant_message("Sunny.")]])

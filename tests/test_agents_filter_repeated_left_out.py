@@ -22,13 +22,12 @@ from typing import Any
 import pytest
 
 pytest.importorskip("agents")
-from agents import Agent, RunConfig, Runner, function_tool, handoff
+from agents import Agent, function_tool, handoff
 from agents.extensions import handoff_filters
 from agents.testing import ScriptedModel, assistant_message, function_call
+from agents_helpers import filter_config, open_memory, run_turn
 
 from tiermem.adapters.openai_agents import TiermemSession
-from tiermem.config import Config
-from tiermem.memory import Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.formats import message_text
 
@@ -59,13 +58,7 @@ def said(items: Any) -> list[str]:
 
 
 async def turn(agent: Agent[Any], session: TiermemSession, text: str, *, streamed: bool) -> None:
-    config = RunConfig(call_model_input_filter=session.model_input_filter(BUDGET_TOKENS), tracing_disabled=True)
-    if streamed:
-        result = Runner.run_streamed(agent, text, session=session, run_config=config)
-        async for _event in result.stream_events():
-            pass
-    else:
-        await Runner.run(agent, text, session=session, run_config=config)
+    await run_turn(agent, text, session, filter_config(session, BUDGET_TOKENS), streamed=streamed)
 
 
 # the third turn's question: whether it repeats the first one
@@ -83,7 +76,7 @@ THIRD_QUESTIONS = {
 def test_a_repeated_question_keeps_older_tool_results(tmp_path: Path, embedder: FastEmbedder, case: str,
                                                       streamed: bool) -> None:
     third = THIRD_QUESTIONS[case]
-    with Memory(Config(data_dir=tmp_path / "d"), embedder=embedder, hot=False, background_indexing=False) as mem:
+    with open_memory(tmp_path / "d", embedder) as mem:
         session = TiermemSession(mem, CONV, session_settings={"limit": SESSION_LIMIT})
         model = ScriptedModel([[function_call("weather", {"city": "Lisbon"}, call_id="call_1")],
                                [assistant_message("Sunny.")], [assistant_message("ok1")], [assistant_message("ok2")]])
@@ -102,7 +95,7 @@ def test_a_handoff_filter_still_leaves_out_the_tools_with_a_repeated_question(tm
     # the older tool round (before what the limit let the SDK read) stays in; the
     # question repeats the first one (failed before: matched to the first row, the older
     # round was left out too)
-    with Memory(Config(data_dir=tmp_path / "d"), embedder=embedder, hot=False, background_indexing=False) as mem:
+    with open_memory(tmp_path / "d", embedder) as mem:
         session = TiermemSession(mem, CONV, session_settings={"limit": SESSION_LIMIT})
         model = ScriptedModel([[function_call("weather", {"city": "Lisbon"}, call_id="call_1")],
                                [assistant_message("Sunny.")],

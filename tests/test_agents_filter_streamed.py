@@ -21,12 +21,11 @@ from typing import Any
 import pytest
 
 pytest.importorskip("agents")
-from agents import Agent, RunConfig, Runner, function_tool
+from agents import Agent, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
+from agents_helpers import filter_config, open_memory, run_turn
 
 from tiermem.adapters.openai_agents import TiermemSession
-from tiermem.config import Config
-from tiermem.memory import Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.formats import message_text
 
@@ -38,10 +37,6 @@ BUDGET_TOKENS = 2000
 def weather(city: str) -> str:
     """The weather in a city."""
     return f"sunny in {city}"
-
-
-def _open(data: Path, embedder: FastEmbedder) -> Memory:
-    return Memory(Config(data_dir=data), embedder=embedder, hot=False, background_indexing=False)
 
 
 def said(items: list[dict[str, Any]]) -> list[str]:
@@ -59,13 +54,7 @@ def said(items: list[dict[str, Any]]) -> list[str]:
 
 
 async def turn(agent: Agent[Any], text: str, session: TiermemSession, *, streamed: bool) -> None:
-    config = RunConfig(call_model_input_filter=session.model_input_filter(BUDGET_TOKENS), tracing_disabled=True)
-    if streamed:
-        result = Runner.run_streamed(agent, text, session=session, run_config=config)
-        async for _event in result.stream_events():
-            pass
-    else:
-        await Runner.run(agent, text, session=session, run_config=config)
+    await run_turn(agent, text, session, filter_config(session, BUDGET_TOKENS), streamed=streamed)
 
 
 # (the turns: text and whether streamed; the model's replies; what each model call got)
@@ -103,7 +92,7 @@ SCENARIOS: dict[str, tuple[list[tuple[str, bool]], list[list[Any]], list[list[st
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_each_model_call_gets_the_new_question(tmp_path: Path, embedder: FastEmbedder, name: str) -> None:
     turns, replies, expected = SCENARIOS[name]
-    with _open(tmp_path / "d", embedder) as mem:
+    with open_memory(tmp_path / "d", embedder) as mem:
         session = TiermemSession(mem, CONV)
         model = ScriptedModel(replies)
         agent = Agent(name="a", instructions="Be brief.", model=model, tools=[weather])
@@ -119,7 +108,7 @@ def test_each_model_call_gets_the_new_question(tmp_path: Path, embedder: FastEmb
 def test_a_session_that_reads_no_history_still_sends_the_question(tmp_path: Path, embedder: FastEmbedder) -> None:
     # session_settings limit 0: the SDK's input holds no history; the items after what it
     # read (nothing) are the new ones
-    with _open(tmp_path / "d", embedder) as mem:
+    with open_memory(tmp_path / "d", embedder) as mem:
         session = TiermemSession(mem, CONV, session_settings={"limit": 0})
         model = ScriptedModel([[assistant_message("Hi Ana.")], [assistant_message("Ana.")]])
         agent = Agent(name="a", instructions="Be brief.", model=model)
@@ -131,7 +120,7 @@ def test_a_session_that_reads_no_history_still_sends_the_question(tmp_path: Path
 
 def test_a_namespaced_view_plans_a_new_conversation_from_the_input(tmp_path: Path, embedder: FastEmbedder) -> None:
     # the reviewer's case: a namespace's first conversation, its first turn streamed
-    with _open(tmp_path / "d", embedder) as mem:
+    with open_memory(tmp_path / "d", embedder) as mem:
         session = TiermemSession(mem.namespaced("A"), CONV)
         model = ScriptedModel([[assistant_message("Hi Ana.")]])
         asyncio.run(turn(Agent(name="a", instructions="x", model=model), "I am Ana.", session, streamed=True))

@@ -25,13 +25,13 @@ from typing import Any
 import pytest
 
 pytest.importorskip("agents")
-from agents import Agent, RunConfig, Runner
+from agents import Agent
 from agents.testing import ScriptedModel, assistant_message
+from agents_helpers import filter_config, open_memory, run_turn
 from client_helpers import both, served
 
 from tiermem.adapters._common import MemoryLike
 from tiermem.adapters.openai_agents import TiermemSession
-from tiermem.config import Config
 from tiermem.memory import Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.errors import BudgetTooSmall
@@ -44,10 +44,6 @@ HISTORY_TURNS = 30  # user/assistant pairs of ~18 tokens a message: ~1,000 token
 LONG_WORDS = 100  # a question of ~200 tokens: more than the room the planned context leaves spare (~180)
 HUGE_WORDS = 300  # a question of ~600 tokens: past the whole budget alone
 PREVIOUS_WORDS = 160  # a stored question of ~320 tokens: fits the budget alone, not beside the new one
-
-
-def _open(data: Path, embedder: FastEmbedder) -> Memory:
-    return Memory(Config(data_dir=data), embedder=embedder, hot=False, background_indexing=False)
 
 
 def said(items: list[dict[str, Any]]) -> list[str]:
@@ -72,13 +68,7 @@ def history(mem: MemoryLike, turns: int, last_user_words: int = 0) -> None:
 
 async def turn(session: TiermemSession, model: ScriptedModel, text: str, *, streamed: bool) -> None:
     agent = Agent(name="a", instructions="Be brief.", model=model)
-    config = RunConfig(call_model_input_filter=session.model_input_filter(BUDGET_TOKENS), tracing_disabled=True)
-    if streamed:
-        result = Runner.run_streamed(agent, text, session=session, run_config=config)
-        async for _event in result.stream_events():
-            pass
-    else:
-        await Runner.run(agent, text, session=session, run_config=config)
+    await run_turn(agent, text, session, filter_config(session, BUDGET_TOKENS), streamed=streamed)
 
 
 # (stored exchanges, words of a trailing stored user message, words of the question,
@@ -97,7 +87,7 @@ BUDGET_CASES = {
 def test_a_streamed_input_stays_within_the_budget(tmp_path: Path, embedder: FastEmbedder, case: str) -> None:
     turns, last_words, question_words, with_history = BUDGET_CASES[case]
     question = words(question_words, "ask")
-    with _open(tmp_path / "d", embedder) as mem:
+    with open_memory(tmp_path / "d", embedder) as mem:
         history(mem, turns, last_words)
         model = ScriptedModel([[assistant_message("Noted.")]])
         asyncio.run(turn(TiermemSession(mem, CONV), model, question, streamed=True))
@@ -137,7 +127,7 @@ def test_a_question_past_the_budget_alone_is_refused_either_way(tmp_path: Path, 
     # the non-streamed filter refuses it (the plan's latest user message does not fit and
     # the filter does not truncate); the streamed one sent it over the budget (failed before)
     question = words(HUGE_WORDS, "ask")
-    with _open(tmp_path / "d", embedder) as mem:
+    with open_memory(tmp_path / "d", embedder) as mem:
         history(mem, 2)
         model = ScriptedModel([[assistant_message("Noted.")]])
         with pytest.raises(BudgetTooSmall) as err:
@@ -166,7 +156,7 @@ REPEAT_CASES = {
 @pytest.mark.parametrize("case", REPEAT_CASES)
 def test_a_repeated_question_is_sent(tmp_path: Path, embedder: FastEmbedder, case: str) -> None:
     limit, unanswered, expected = REPEAT_CASES[case]
-    with _open(tmp_path / "d", embedder) as mem:
+    with open_memory(tmp_path / "d", embedder) as mem:
         session = TiermemSession(mem, CONV, session_settings={"limit": limit})
         model = ScriptedModel([[assistant_message("Sure?")], [assistant_message("Done.")]])
         asyncio.run(turn(session, model, "Yes.", streamed=False))

@@ -23,8 +23,9 @@ from typing import Any
 import pytest
 
 pytest.importorskip("agents")
-from agents import Agent, RunConfig, Runner
+from agents import Agent
 from agents.testing import ScriptedModel, assistant_message
+from agents_helpers import filter_config, run_turn
 from client_helpers import NS_VIA_CLIENT, NS_VIA_MEMORY, both, served
 
 from tiermem.adapters._common import MemoryLike
@@ -49,13 +50,7 @@ def history(mem: MemoryLike, conv: str) -> None:
 
 async def turn(session: TiermemSession, model: ScriptedModel, text: str, *, streamed: bool) -> None:
     agent = Agent(name="a", instructions="Be brief.", model=model)
-    config = RunConfig(call_model_input_filter=session.model_input_filter(BUDGET_TOKENS), tracing_disabled=True)
-    if streamed:
-        result = Runner.run_streamed(agent, text, session=session, run_config=config)
-        async for _event in result.stream_events():
-            pass
-    else:
-        await Runner.run(agent, text, session=session, run_config=config)
+    await run_turn(agent, text, session, filter_config(session, BUDGET_TOKENS), streamed=streamed)
 
 
 def two_turns(memory: MemoryLike, first_streamed: bool) -> list[list[dict[str, Any]]]:
