@@ -46,8 +46,11 @@ def test_readme_example_runs(tmp_path: Path, code: str, expect: str, name: str) 
 
 def _run(tmp_path: Path, code: str, expect: str, env: dict[str, str]) -> None:
     script = tmp_path / "example.py"
-    # the embedded Redis a Memory starts outlives it: stop it when the example ends
-    script.write_text(code + "\nfrom tiermem.tiers.redis_server import EmbeddedRedis\nEmbeddedRedis('./data').stop()\n")
+    # the embedded Redis a Memory starts outlives it: stop it when the example ends (each
+    # example has a data dir of its own, so that running them in one folder in order works)
+    dirs = sorted(set(re.findall(r'data_dir="([^"]+)"', code))) or ["./data"]
+    stops = "".join(f"EmbeddedRedis({d!r}).stop()\n" for d in dirs)
+    script.write_text(code + "\nfrom tiermem.tiers.redis_server import EmbeddedRedis\n" + stops)
     out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
