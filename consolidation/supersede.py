@@ -167,6 +167,11 @@ the turn classifier through their public methods. Its invariants:
   fish"; a name given anew with the one it replaces ("call me Sam, not Samuel",
   `_NAME_CHANGE`) revises the statement that gave that name, a greeting's ("Hi! I'm
   Samuel Ortiz.") too, never another name. A statement of none of these kinds fits any.
+- Restatements go with what they restate: a correction supersedes every current earlier
+  user turn that says again what it revises (`_restates`: the same words, or the same
+  holder giving the same value of the same kind of fact), not only the one it matched
+  best: "I live in Oslo." said twice, then "Actually I moved to Bergen.", leaves neither
+  saying current. Never a value superseded before, another kind, holder or thing.
 - Acknowledgements follow their source: an assistant turn shortly after a superseded
   statement that restates its value (the same slot value or name) is superseded by the
   same turn, so the echo is never presented as current either.
@@ -341,7 +346,13 @@ _KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"close to|next to|just)\b"
         r"|\b(?:i|we|he|she|they|family)(?:'ve| have| had| just| recently| finally| also| now)* "
         r"(?:moved|relocated|move|am moving|'m moving|are moving|'re moving)\b(?! (?:" + _MOVE_NOT_HOME + r")\b)"
-        r"|\b(?:my|our|his|her|their) (?:new |old |current |home )?address\b", re.IGNORECASE)),
+        r"|\b(?:my|our|his|her|their) (?:new |old |current |home )?address\b"
+        # the same fact in other words, so that a restatement of it is one (`_restates`):
+        # "I reside in Oslo", "I'm based in Oslo", "My home is in Oslo" (not "my company is
+        # based in ...": only the speaker's own "I'm / we're based")
+        r"|\b(?:reside[sd]?|residing) (?:in|at|near)\b"
+        r"|\b(?:i|we)(?:'m|'re| am| are)(?: now| currently)? based (?:in|at|near|out of)\b"
+        r"|\b(?:my|our) (?:new |current )?home is (?:in|at|near|now)\b", re.IGNORECASE)),
     (WORK, re.compile(
         r"\bwork(?:s|ed|ing)? (?:as|at|for|in|from|with|remotely|part[- ]time|full[- ]time|nights|days|shifts)\b"
         r"|\b(?:jobs?|employer|employed|hired|career|profession|occupation|promoted)\b", re.IGNORECASE)),
@@ -1624,7 +1635,8 @@ def _rest_of_topic(cue: tuple[str, str] | None, old_vals: AbstractSet[str], best
     "Book the spa for Saturday afternoon." and "Also book a massage at the spa on Sunday."
     both. Only turns of the best one's kind, a request for a request and a statement for a
     statement: "forget about Porto" that takes back "Book a flight to Porto" leaves "I live
-    in Porto" current. A correction with a new value revises one turn, as before."""
+    in Porto" current. A correction with a new value revises one turn and its restatements
+    (`Superseder._restated`)."""
     if cue is None or cue[0] != "retraction" or not old_vals:
         return []
     first = next(c for c in eligible if c.position == best)
@@ -1635,6 +1647,40 @@ def _rest_of_topic(cue: tuple[str, str] | None, old_vals: AbstractSet[str], best
     return [(c.position, f"retraction '{cue[1]}': every turn holding '{named[0]}'") for c in eligible
             if c.position != best and (c.intent in _PLAN_INTENTS) == request
             and any(_contains_value(c.text, v) for v in named)]
+
+
+_NOT_WORD = re.compile(r"[^\w\s]+")
+
+
+def _plain(text: str) -> str:
+    """`text` for comparing what two statements say: normalised, without punctuation."""
+    return " ".join(_NOT_WORD.sub(" ", normalize(text)).split())
+
+
+def _restates(a: str, b: str) -> bool:
+    """Whether statement `a` says again what statement `b` says: the same words, or the same
+    holder giving the same value (one's values all in the other: "I live in Oslo." and
+    "My home is in Oslo."), of the same kind of fact where either tells one ("I work in
+    Oslo." is no restatement of "I live in Oslo.", nor "I was born in Oslo."), else with
+    the same words besides the value ("The meeting is at 3pm." / "The meeting's at 3pm.",
+    never "The dentist is at 3pm."). A correction revises every current restatement of
+    what it revises (`Superseder._restated`): said twice and then corrected, neither
+    saying is current."""
+    if _plain(a) == _plain(b):
+        return True
+    if _holder(a) != _holder(b):
+        return False
+    va, vb = _all_values(a), _all_values(b)
+    if not va or not vb or not (all(_contains_value(b, v) for _k, v in va)
+                                or all(_contains_value(a, v) for _k, v in vb)):
+        return False
+    ka, kb = fact_kinds(a), fact_kinds(b)
+    if ka or kb:
+        return ka == kb
+    values = [v for _k, v in va | vb]
+    wa = {w for w in _content(a) if not any(w in v for v in values)}
+    wb = {w for w in _content(b) if not any(w in v for v in values)}
+    return bool(wa) and bool(wb) and (wa <= wb or wb <= wa)
 
 
 def _just_said(candidates: Sequence[Candidate], eligible: Sequence[Candidate], speaker: str | None, latest: bool,
@@ -3140,12 +3186,48 @@ class Superseder:
                                      routine=routine, speaker=speaker)
         if not found and elliptical:
             found = self._chain_head(text, users, b, speaker)
-        for old, _why in found:  # one turn, or every turn of a topic a retraction names (_rest_of_topic)
+        # the same value said more than once: every current saying of it, not only the one
+        # matched ("I live in Oslo." twice, then "Actually I moved to Bergen."); "never
+        # mind" takes back what the user just said, and only that
+        restated = self._restated(text, [old for old, _why in found], p, users, b, speaker) \
+            if found and not bare else []
+        # one turn, or every turn of a topic a retraction names (_rest_of_topic), with its restatements
+        for old, _why in [*found, *restated]:
             targets = self._targets(text, pool[old], b, speaker)
             b.supersede(old, targets, p, self._facts(pool[old]))
             for echo, spans in self._echoes_of(conv, old, p, targets, b):
                 b.supersede(echo, spans, p, self._facts(pool[echo]))
         return bool(found)
+
+    def _restated(self, text: str, found: Sequence[int], p: int, users: Sequence[int], b: _Batch,
+                  speaker: str | None) -> list[tuple[int, str]]:
+        """The other current user turns before `p` among `users` that restate a statement
+        `text` revises in the turns `found` (`_restates`), each with the reason: a fact
+        said twice and then corrected holds in neither saying. Only turns that still hold
+        (a value superseded before stays superseded by what superseded it), of a voice and
+        a kind `text` may revise; read before `found` is marked superseded."""
+        pool = b.pool
+        sources: list[str] = []
+        for old in found:
+            t = pool[old]
+            spans = self._targets(text, t, b, speaker) or \
+                [sp for sp in self._facts(t) if sp not in b.parts.get(old, {})]
+            sources += [t.text[s:e] for s, e in spans] or [b.current_text(old)]
+        kinds = fact_kinds(text)
+        out: list[tuple[int, str]] = []
+        for q in users:
+            t = pool[q]
+            if q >= p or q in found or q in b.by or t.role != "user" or t.intent in NOT_SUPERSEDABLE:
+                continue
+            current = b.current_text(q)
+            if not current or not voices_may_revise(text, speaker, current, t.speaker) or \
+                    not _kinds_fit(kinds, fact_kinds(current)):
+                continue
+            own = [t.text[s:e] for s, e in self._facts(t) if (s, e) not in b.parts.get(q, {})] or [current]
+            said = next((src for src in sources for st in own if _restates(st, src)), None)
+            if said is not None:
+                out.append((q, f"restates '{said.strip()}'"))
+        return out
 
     def _targets(self, text: str, target: Appended, b: _Batch, speaker: str | None = None
                  ) -> list[tuple[int, int]] | None:
