@@ -23,7 +23,12 @@ from anthropic.types import MessageParam
 from pydantic import ConfigDict, TypeAdapter
 
 from tiermem import Config, Memory
-from tiermem.adapters.anthropic import DOCUMENT_REFERENCE_TOKENS, from_anthropic, kept_block_tokens, to_anthropic
+from tiermem.adapters.anthropic import (
+    DOCUMENT_REFERENCE_TOKENS,
+    from_anthropic,
+    kept_block_tokens,
+    to_anthropic,
+)
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.formats import FILE_BYTES_PER_TOKEN
 from tiermem.tiers.tokens import BpeTokenCounter
