@@ -706,16 +706,41 @@ class StoreUnavailable(TiermemError, ConnectionError):
 class StoreUnreachable(StoreUnavailable):
     """No connection to the cold store's database could be had within the wait allowed
     (the server down or restarting, refusing connections at max_connections, or every
-    connection of this process's pool in use): nothing was sent, so nothing was written."""
+    connection of this process's pool in use): nothing was sent, so nothing was written.
+
+    The message names the setting that bounded the wait and its value (`limit`:
+    "cold_pool_wait_s=2") and the pool waited on (`pool`: "cold_pool_size=1"; None
+    where no pool was), so that whoever reads it knows what to raise or look at."""
+
+    def __init__(self, where: str, waited_s: float, limit: str, pool: str | None = None) -> None:
+        self.waited_s = waited_s
+        self.limit = limit
+        self.pool = pool
+        settings = limit if pool is None else f"{limit}, {pool}"
+        super().__init__(where, f"no connection within {waited_s:g} s ({settings})")
 
 
 class StoreStalled(StoreUnavailable):
     """The cold store's database server took a connection's operation and did not answer
     within the time allowed (a server stopped with SIGSTOP, a proxy or network that
     accepts and goes silent): the connection was cut, so that no worker waits on it
-    forever. A write in flight may or may not have committed. Or a statement that
-    tiermem gave a deadline on the server (reclaim()'s VACUUM) ran past it and the
-    server cancelled it: the connection is kept."""
+    forever. A write in flight may or may not have committed. Or (`cancelled`) a
+    statement that tiermem gave a deadline on the server (reclaim()'s VACUUM) ran past it
+    and the server cancelled it: the connection is kept.
+
+    The message names the settings that made the deadline and their values (`limit`:
+    "cold_operation_timeout_s=5 + busy_timeout_ms=1000", "maintenance_timeout_s=3600"),
+    with the seconds it came to (`waited_s`)."""
+
+    def __init__(self, where: str, waited_s: float, limit: str, *, cancelled: bool = False) -> None:
+        self.waited_s = waited_s
+        self.limit = limit
+        self.cancelled = cancelled
+        if cancelled:
+            detail = f"the statement did not finish within {waited_s:g} s ({limit}); the server cancelled it"
+        else:
+            detail = f"the server did not answer within {waited_s:g} s ({limit}); the connection was cut"
+        super().__init__(where, detail)
 
 
 class DataFileError(TiermemError, ValueError):

@@ -219,11 +219,20 @@ def storage_problem(exc: BaseException, *, several_transactions: bool = False,
                            "; this request's transaction was rolled back, retry shortly", busy=True,
                            refused_unwritten=True)
         if isinstance(e, StoreUnreachable):  # no connection was had: nothing was sent
-            return problem(503, "storage unreachable (no database connection could be had in time)",
+            # the settings that bounded the wait, named and valued ("cold_pool_wait_s=2,
+            # cold_pool_size=1"), so that the answer says which to raise
+            pool = "" if e.pool is None else f", {e.pool}"
+            return problem(503, f"storage unreachable (no database connection could be had within "
+                                f"{e.waited_s:g} s: {e.limit}{pool})",
                            ": nothing was written; retry later", refused_unwritten=True)
+        if isinstance(e, StoreStalled) and e.cancelled:  # the server's own deadline: the connection kept
+            return problem(503, f"storage unreachable (a statement ran past {e.waited_s:g} s: {e.limit}; "
+                                "the server cancelled it)",
+                           ": a write in flight may or may not have committed; retry later")
         if isinstance(e, StoreStalled):  # cut mid-operation: a COMMIT may have landed
-            return problem(503, "storage unreachable (the database server did not answer in time; the "
-                                "connection was cut)", ": a write in flight may or may not have committed; retry later")
+            return problem(503, f"storage unreachable (the database server did not answer within {e.waited_s:g} s: "
+                                f"{e.limit}; the connection was cut)",
+                           ": a write in flight may or may not have committed; retry later")
         if isinstance(e, StoreUnavailable) and e.connection_lost:  # the store's edge wrapped the driver's error
             return problem(503, *CONNECTION_FAILED)
         if isinstance(e, StoreUnavailable):  # the store closed (a service shutting down), a pool that would not open

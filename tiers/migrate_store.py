@@ -463,12 +463,19 @@ class _Side:
         self.schema = schema
         self.label = _label(spec, schema)
         if self.postgres:
-            from tiermem.tiers.postgres import ERASE_SCRUB, OPERATION_TIMEOUT_S, PostgresStore
+            from tiermem.tiers.postgres import (
+                ERASE_SCRUB,
+                OPERATION_TIMEOUT_S,
+                PostgresStore,
+                operation_limit,
+            )
 
             # a look at the schema outside the store (before it is opened, after it is
             # closed) is one operation: its deadline, the lock wait added, as the store's
-            self._look_s = ((OPERATION_TIMEOUT_S if operation_timeout_s is None else operation_timeout_s)
-                            + busy_timeout_ms / MS_PER_S)
+            # (and named so in a StoreStalled)
+            look_op_s = OPERATION_TIMEOUT_S if operation_timeout_s is None else operation_timeout_s
+            self._look_s = look_op_s + busy_timeout_ms / MS_PER_S
+            self._look_limit = operation_limit(look_op_s, busy_timeout_ms)
             if source and not self._pg_has_log():
                 raise ValidationError("--from", f"{self.label} holds no tiermem log, so there is nothing to copy; "
                                       "check --from and --from-schema")
@@ -490,7 +497,8 @@ class _Side:
         cut past `_look_s` (StoreStalled), as the store's connections are."""
         from tiermem.tiers.postgres import owned_connection
 
-        return owned_connection(self.spec, where=self.label, timeout_s=self._look_s, pool_mode=self.pool_mode)
+        return owned_connection(self.spec, where=self.label, timeout_s=self._look_s, limit=self._look_limit,
+                                pool_mode=self.pool_mode)
 
     def _pg_schema_exists(self) -> bool:
         with self._pg_look() as c:

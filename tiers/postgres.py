@@ -1200,9 +1200,10 @@ class _Watchdog:
         self._closed = False
 
     @contextlib.contextmanager
-    def watching(self, conn: Conn, until: float, where: str) -> Iterator[None]:
+    def watching(self, conn: Conn, until: float, where: str, limit: str) -> Iterator[None]:
         """Within it `conn` is cut at `until`; a driver error that the cut caused is
-        raised as StoreStalled (from it)."""
+        raised as StoreStalled (from it), naming `limit` (the settings that made the
+        deadline, with their values: `operation_limit`)."""
         watch = _Watch(until, os.dup(conn.fileno()))
         with self._cond:
             self._watches.add(watch)
@@ -1218,8 +1219,7 @@ class _Watchdog:
             if watch.cut:
                 # to a tenth of a second: the deadline as configured, not the few ms the
                 # checkout took before the watch began (60 s read "59.998 s")
-                raise StoreStalled(where, f"the server did not answer within {round(until - started, 1):g} s; "
-                                          "the connection was cut") from exc
+                raise StoreStalled(where, round(until - started, 1), limit) from exc
             raise
         finally:
             with self._cond:  # a cut happens under this lock: none after it
@@ -1312,25 +1312,35 @@ def connection_lost_as_unavailable(where: str, conn: Callable[[], Conn | None]) 
         raise StoreUnavailable(where, lost_detail(exc), connection_lost=True) from exc
 
 
+def operation_limit(operation_timeout_s: float, lock_timeout_ms: int | None) -> str:
+    """The settings an operation's deadline comes from, with their values, as Config
+    names them (a StoreStalled's `limit`): "cold_operation_timeout_s=5 +
+    busy_timeout_ms=1000" (the lock wait it may spend added), without a lock wait
+    where none is set."""
+    limit = f"cold_operation_timeout_s={operation_timeout_s:g}"
+    return limit if not lock_timeout_ms else f"{limit} + busy_timeout_ms={lock_timeout_ms}"
+
+
 # the watchdog of the connections opened outside any store's pool (`owned_connection`
 # without a store's own): one per process, its thread started by the first
 _ONE_OFF_WATCHDOG = _Watchdog("tiermem-one-off-deadlines", lambda step: None)
 
 
 @contextlib.contextmanager
-def owned_connection(url: str, *, where: str, timeout_s: float, watchdog: _Watchdog | None = None,
+def owned_connection(url: str, *, where: str, timeout_s: float, limit: str, watchdog: _Watchdog | None = None,
                      pool_mode: str = "session") -> Iterator[Conn]:
     """A connection tiermem opens and closes itself, outside a pool (a store's bootstrap,
     migrate-store's look at a schema before or after its store): `connect_options`, so a
     server that accepts and never answers fails the connect as the pool's would
     (StoreUnavailable naming `where`), and cut by `watchdog` (StoreStalled) once the block
-    has lasted `timeout_s` past the connect, as a pooled checkout is at its deadline."""
+    has lasted `timeout_s` past the connect, as a pooled checkout is at its deadline
+    (`limit`: the settings `timeout_s` came from, named in the StoreStalled)."""
     try:
         conn = psycopg.connect(url, **connect_options(url, pool_mode=pool_mode))
     except psycopg.OperationalError as exc:
         raise StoreUnavailable(where, str(exc)) from exc
     with (connection_lost_as_unavailable(where, lambda: conn), conn,
-          (watchdog or _ONE_OFF_WATCHDOG).watching(conn, time.monotonic() + timeout_s, where)):
+          (watchdog or _ONE_OFF_WATCHDOG).watching(conn, time.monotonic() + timeout_s, where, limit)):
         yield conn
 
 
@@ -1416,6 +1426,7 @@ class PostgresStore(SharedQueries):
             raise ValidationError("busy_timeout_ms", f"must be 0 or more milliseconds, got {lock_timeout_ms}")
         # None: the server's (or the caller's) lock_timeout is left as it is
         self._lock_timeout_ms = None if lock_timeout_ms is None else max(lock_timeout_ms, LEAST_LOCK_TIMEOUT_MS)
+        self._busy_timeout_ms = lock_timeout_ms  # as configured (0, not the least sent): what errors name
         if erase_scrub not in ERASE_SCRUB:
             raise ValidationError("cold_erase_scrub", f"must be one of {ERASE_SCRUB}")
         self.erase_scrub = erase_scrub
@@ -1540,6 +1551,7 @@ class PostgresStore(SharedQueries):
         pool's connect timeout (a URL's own kept); cut at the maintenance deadline, as it may
         wait for another process's bootstrap."""
         with owned_connection(url, where=self.path, timeout_s=self.maintenance_timeout_s,
+                              limit=f"maintenance_timeout_s={self.maintenance_timeout_s:g}",
                               watchdog=self._watchdog, pool_mode=self.pool_mode) as conn:
             if self._per_transaction:  # each transaction's BEGIN names it: no session setting
                 conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
@@ -1653,12 +1665,13 @@ class PostgresStore(SharedQueries):
         the server's answers (StoreStalled: the connection cut) instead of the operations'
         timeout: a health probe says "down" while a request would still be waiting (its
         callers give up sooner), also when the server takes the query and never answers."""
-        before = getattr(self._waits, "until", None)
+        before = getattr(self._waits, "until", None), getattr(self._waits, "until_limit", None)
         self._waits.until = time.monotonic() + seconds
+        self._waits.until_limit = f"connection_wait={seconds:g}"  # what the errors name
         try:
             yield
         finally:
-            self._waits.until = before
+            self._waits.until, self._waits.until_limit = before
 
     @contextlib.contextmanager
     def _maintenance(self) -> Iterator[None]:
@@ -1672,16 +1685,30 @@ class PostgresStore(SharedQueries):
         finally:
             self._waits.maintenance = before
 
-    def _deadline(self) -> float:
+    def _deadline(self) -> tuple[float, str]:
         """When a checkout that starts now is cut: connection_wait's end where one is set,
-        else the maintenance or the operation timeout (past the lock wait allowed)."""
+        else the maintenance or the operation timeout (past the lock wait allowed); with
+        the settings it came from, as a StoreStalled names them."""
         until: float | None = getattr(self._waits, "until", None)
         if until is not None:
-            return until
+            return until, str(getattr(self._waits, "until_limit", "connection_wait"))
         if getattr(self._waits, "maintenance", False):
-            return time.monotonic() + self.maintenance_timeout_s
+            return time.monotonic() + self.maintenance_timeout_s, f"maintenance_timeout_s={self.maintenance_timeout_s:g}"
         lock_wait_s = (self._lock_timeout_ms or 0) / 1000
-        return time.monotonic() + self.operation_timeout_s + lock_wait_s
+        return (time.monotonic() + self.operation_timeout_s + lock_wait_s,
+                operation_limit(self.operation_timeout_s, self._busy_timeout_ms))
+
+    def _pool_limits(self, pool: ConnectionPool, wait_s: float | None) -> tuple[float, str, str]:
+        """A StoreUnreachable's (seconds waited, the setting that bounded the wait, the
+        pool waited on): as Config names them for our own pool ("cold_pool_wait_s=2",
+        "cold_pool_size=1"), the pool's own for a caller's; under connection_wait, its
+        seconds (`wait_s`, what was left of them)."""
+        own = self._owns_pool
+        size = f"cold_pool_size={pool.max_size}" if own else f"the caller's pool of max_size={pool.max_size}"
+        if wait_s is not None:
+            return round(wait_s, 1), str(getattr(self._waits, "until_limit", "connection_wait")), size
+        wait = f"cold_pool_wait_s={pool.timeout:g}" if own else f"the caller's pool's timeout={pool.timeout:g}"
+        return pool.timeout, wait, size
 
     @contextlib.contextmanager
     def _conn(self) -> Iterator[Conn]:
@@ -1698,13 +1725,12 @@ class PostgresStore(SharedQueries):
             try:
                 conn = stack.enter_context(pool.connection(timeout=wait_s))
             except PoolTimeout as exc:  # only the checkout: nothing of this operation was sent
-                waited = pool.timeout if wait_s is None else wait_s
-                raise StoreUnreachable(self.path, f"no connection within {waited:g} s") from exc
+                raise StoreUnreachable(self.path, *self._pool_limits(pool, wait_s)) from exc
             except PoolClosed as exc:  # closed since it was read (close()), or a caller's pool its owner closed
                 raise StoreUnavailable(self.path, "the connection pool is closed") from exc
             # before the caller's settings are read: that round trip is bounded too
-            until = self._deadline()
-            stack.enter_context(self._watchdog.watching(conn, until, self.path))
+            until, limit = self._deadline()
+            stack.enter_context(self._watchdog.watching(conn, until, self.path, limit))
             before_checkout = getattr(self._waits, "checkout_until", None)
             self._waits.checkout_until = until  # for a statement given a server deadline (reclaim)
             stack.callback(setattr, self._waits, "checkout_until", before_checkout)
@@ -3035,8 +3061,9 @@ class PostgresStore(SharedQueries):
             # run at least as long here. Sooner, someone else cancelled it (pg_cancel_backend)
             if time.monotonic() - sent < timeout_s:
                 raise
-            raise StoreStalled(self.path, f"the statement did not finish within {round(timeout_s, 1):g} s "
-                                          "(the rest of the maintenance deadline); the server cancelled it") from exc
+            raise StoreStalled(self.path, round(timeout_s, 1),
+                               f"the rest of maintenance_timeout_s={self.maintenance_timeout_s:g}",
+                               cancelled=True) from exc
         finally:
             if self._owns_pool:
                 self._reset_statement_timeout(conn, lock_timeout=lock_timeout_ms is not None)
