@@ -15,7 +15,8 @@ Real SQLite; a real server (the app over HTTP on loopback) with a small
 `max_body_bytes`, directly and behind a proxy hiding `conditional_appends` (an older
 server: the chunks go as they are); the other writer is a second real `Client`, run
 between two chunks from an httpx response hook of the adding client's own
-`http_client`. The local case holds a history just past the library's batch limit.
+`http_client`. The local case holds a history just past the library's batch limit
+(lowered to LOCAL_BATCH_LIMIT for it).
 
 Fails on the code before: the local history is refused (ValidationError), each `Client`
 case by the server's 413 (ServiceError) with nothing stored."""
@@ -41,13 +42,16 @@ from chunked_appends import (
 )
 from service_helpers import TOKEN_ACME
 
+from tiermem import memory
+from tiermem.adapters import _common
 from tiermem.adapters._common import MemoryLike, log_pages
 from tiermem.adapters.langchain import METADATA_ID_KEY, TiermemChatMessageHistory
 from tiermem.client import Client
-from tiermem.memory import MAX_BATCH_MESSAGES
 from tiermem.tiers.embed_onnx import FastEmbedder
 
 OLDER_SERVER = "older server"
+LOCAL_BATCH_LIMIT = 200  # messages per append in the local case: 205 go in two chunks, as 10,005 did at 10,000
+LOCAL_HISTORY_PAGE = 64  # rows per log read in the local case: 205 rows in four pages
 
 
 def _rows(mem: MemoryLike, conv: str) -> list[str | None]:
@@ -58,8 +62,15 @@ def _rows(mem: MemoryLike, conv: str) -> list[str | None]:
     return [(r.metadata or {}).get(METADATA_ID_KEY) for r in rows]
 
 
-def test_a_local_history_past_the_batch_limit_is_stored_once_in_order(tmp_path: Path) -> None:
-    history = imported_messages(MAX_BATCH_MESSAGES + 5)
+def test_a_local_history_past_the_batch_limit_is_stored_once_in_order(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # the library's limit lowered for this test (Memory's check and the adapters' chunking
+    # both read memory.MAX_BATCH_MESSAGES when called): the same refusal and chunks as at
+    # 10,000, without storing 10,005 messages (~13-17 s of a single-process run); the log
+    # read back a page at a time over several pages, as 10,005 rows are at 2,000 a page
+    monkeypatch.setattr(memory, "MAX_BATCH_MESSAGES", LOCAL_BATCH_LIMIT)
+    monkeypatch.setattr(_common, "HISTORY_PAGE", LOCAL_HISTORY_PAGE)
+    history = imported_messages(memory.MAX_BATCH_MESSAGES + 5)
     # the hash embedder: what is measured is the batch, not the model
     with hash_memory(tmp_path / "data") as mem:
         TiermemChatMessageHistory(mem, "imported").add_messages(history)

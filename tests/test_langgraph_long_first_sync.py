@@ -13,8 +13,8 @@ each message stored once, none lost.
 
 A real `create_react_agent` graph with the LangGraph hooks and a checkpointer; real
 SQLite; a real server (the app over HTTP on loopback) configured with a small
-`max_body_bytes` so that a few hundred messages need several chunks (the batch limit is
-the library's constant: the local case holds a state just past it, about 10 s); the other
+`max_body_bytes` so that a few hundred messages need several chunks (the local case holds
+a state just past the library's batch limit, lowered to LOCAL_BATCH_LIMIT for it); the other
 writer is a second real `Client` (or worker), run between two chunks from an httpx
 response hook of the syncing client's own `http_client`; the interrupted sync is a real
 process, killed (SIGKILL) while it waits between two chunks.
@@ -52,15 +52,18 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from service_helpers import TOKEN_ACME
 
+from tiermem import memory
+from tiermem.adapters import _common
 from tiermem.adapters._common import MemoryLike, log_pages, visible
 from tiermem.adapters._langchain_sync import ConversationSync
 from tiermem.adapters.langchain import METADATA_ID_KEY, to_openai
 from tiermem.adapters.langgraph import TiermemHooks
 from tiermem.client import Client
-from tiermem.memory import MAX_BATCH_MESSAGES
 from tiermem.tiers.embed_onnx import FastEmbedder
 
 REPLY = "Noted, all of it."
+LOCAL_BATCH_LIMIT = 200  # messages per append in the local case: 205 go in two chunks, as 10,005 did at 10,000
+LOCAL_HISTORY_PAGE = 64  # rows per log read in the local case: 205 rows in four pages
 CHILD_TIMEOUT_S = 120.0  # a child process imports tiermem and LangChain: seconds, more on a loaded machine
 OLDER_CLIENT = "older server's client"
 
@@ -96,8 +99,15 @@ def _written_once(mem: MemoryLike, conv: str) -> list[str | None]:
     return [(r.metadata or {}).get(METADATA_ID_KEY) for r in rows]
 
 
-def test_a_local_state_past_the_batch_limit_is_stored_once_in_order(tmp_path: Path) -> None:
-    state = imported_messages(MAX_BATCH_MESSAGES + 5)
+def test_a_local_state_past_the_batch_limit_is_stored_once_in_order(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # the library's limit lowered for this test (Memory's check and the adapters' chunking
+    # both read memory.MAX_BATCH_MESSAGES when called): the same refusal and chunks as at
+    # 10,000, without storing 10,005 messages (~13-17 s of a single-process run); the log
+    # read back a page at a time over several pages, as 10,005 rows are at 2,000 a page
+    monkeypatch.setattr(memory, "MAX_BATCH_MESSAGES", LOCAL_BATCH_LIMIT)
+    monkeypatch.setattr(_common, "HISTORY_PAGE", LOCAL_HISTORY_PAGE)
+    state = imported_messages(memory.MAX_BATCH_MESSAGES + 5)
     # the hash embedder: what is measured is the batch, not the model
     with hash_memory(tmp_path / "data") as mem:
         _agent(mem, "imported").invoke({"messages": state}, _thread("imported"))
