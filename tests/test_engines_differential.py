@@ -35,9 +35,11 @@ import datetime as dt
 import itertools
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from conftest import vectors_shared
 from hypothesis import HealthCheck, given, settings
@@ -343,6 +345,35 @@ def apply(both: Both, op: tuple[str, int, int, Any], nss: list[str], forks: Iter
         both.same(f"history {ns}/{conv}", lambda m: m.history_page(conv, after=0, limit=PAGE, namespace=ns), _page)
 
 
+# query texts' vectors, computed once for the module: a search or context() embeds its query
+# on each engine, and the same few texts (NO_MATCH_QUERY, the words, "what about the ...?")
+# ran the model 796 times in 38 sequences (8% of the module's time); the engines' answers
+# are compared, not the model, and both now search with the very same vector
+_QUERY_VECTORS: dict[tuple[str, ...], np.ndarray] = {}
+
+
+@contextmanager
+def queries_shared(embedder: FastEmbedder) -> Iterator[FastEmbedder]:
+    """`embedder` with each distinct query's vectors computed once (its `embed_query`),
+    while the block runs (a block of this already around it: as it is)."""
+    if "embed_query" in vars(embedder):  # the module's `engines` still holds it
+        yield embedder
+        return
+    compute = embedder.embed_query
+
+    def cached(texts: list[str]) -> np.ndarray:
+        key = tuple(texts)
+        if key not in _QUERY_VECTORS:
+            _QUERY_VECTORS[key] = compute(texts)
+        return _QUERY_VECTORS[key].copy()
+
+    embedder.embed_query = cached  # type: ignore[method-assign]
+    try:
+        yield embedder
+    finally:
+        del embedder.embed_query  # the class's method again
+
+
 def _open(config: Config, embedder: FastEmbedder) -> Memory:
     return Memory(config, embedder=embedder, hot=False, background_indexing=False)
 
@@ -352,7 +383,7 @@ def engines(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder, pg
             ) -> Iterator[Both]:
     # one vector per distinct text for both engines: a difference is the store's, never the
     # model's rounding in another batch
-    with vectors_shared(embedder) as emb:
+    with vectors_shared(embedder) as emb, queries_shared(emb):
         root = tmp_path_factory.mktemp("diff")
         with _open(Config(data_dir=root / "sqlite"), emb) as lite, \
                 _open(Config(data_dir=root / "pg", cold_url=pg_url, cold_schema=fresh_schema()), emb) as pg:
@@ -390,7 +421,7 @@ def test_a_store_migrated_to_postgres_answers_as_the_sqlite_one_did(
     nss = [f"m/{ns}" for ns in NAMESPACES]
     data: Path = tmp_path_factory.mktemp("mig") / "data"
     schema = fresh_schema()
-    with vectors_shared(embedder) as emb:
+    with vectors_shared(embedder) as emb, queries_shared(emb):
         # the SQLite store the user built, written twice: once to migrate, once to compare with
         # (the sequence runs on a pair so that each step's answers are checked as above)
         with _open(Config(data_dir=data), emb) as lite, \
