@@ -65,9 +65,9 @@ from pydantic.fields import FieldInfo
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    SettingsError,
 )
 
 from tiermem import config_sections
@@ -238,12 +238,7 @@ class _Sectioned(PydanticBaseSettingsSource):
         local: dict[str, str] = {}
         raw = config_sections.read_file(self.file) if self.file is not None else {}
         if self.inner is not None:
-            try:
-                raw = {**self.inner(), **raw}
-            except SettingsError as exc:
-                if not self.env:
-                    raise
-                raise _env_not_json(exc) from None
+            raw = {**self.inner(), **raw}
         out = config_sections.flatten(raw, local)
         if self.file is not None:
             out = config_sections.anchor_paths(out, self.file)
@@ -271,8 +266,24 @@ class _Sectioned(PydanticBaseSettingsSource):
         return out
 
 
-# a table or list setting given by its flat env name is read as JSON; what an error about
-# text that is not JSON shows as the value to give instead (placeholders: never a token)
+class _EnvSource(EnvSettingsSource):
+    """pydantic-settings' env source, except that a table or list setting's text that is
+    not JSON (`TIERMEM_AUTH_TOKENS=nope`) is passed on as the text, as the sectioned
+    spelling's already was (`config_sections.env_sections`): the model refuses it as not a
+    table or list, and Config's error says what to give (`_env_json_hint`), whichever
+    spelling set it. pydantic-settings raised its own SettingsError there (`error parsing
+    value for field "auth_tokens" from source "EnvSettingsSource"`) before any validation."""
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        try:
+            return super().decode_complex_value(field_name, field, value)
+        except ValueError:
+            return value
+
+
+# a table or list setting given in env is read as JSON; what an error about text that is
+# not JSON, or JSON of the wrong shape, shows as the value to give instead (placeholders:
+# never a token). A nested table's example is the part of its setting's example below it
 ENV_JSON_EXAMPLES: dict[str, str] = {
     "auth_tokens": '{"<token>": "<namespace>"}',
     "metrics_tokens": '["<token>"]',
@@ -282,30 +293,57 @@ ENV_JSON_EXAMPLES: dict[str, str] = {
     "slice_shares": '{"default": {"retrieved": 0.25}}',
     "pricing": '{"input_per_mtok": 2.5}',
 }
-_SETTINGS_ERROR_FIELD = re.compile(r'field "(\w+)"')
+# pydantic's error type for a value that is not the container a setting (or a table in it)
+# is -> the shape the hint asks for
+_CONTAINER_ERRORS: dict[str, str] = {"dict_type": "a table", "model_type": "a table", "list_type": "a list"}
 
 
-def _env_not_json(exc: SettingsError) -> Exception:
-    """pydantic-settings' refusal of a table or list setting's env text that is not JSON
-    (`error parsing value for field "auth_tokens" from source "EnvSettingsSource"`, which
-    named neither the variable nor what it must hold) as the ValidationError every other
-    bad setting gets: the setting, then the variable, that it must be JSON, an example.
-    `exc` itself where it names no setting of Config's."""
-    found = _SETTINGS_ERROR_FIELD.search(str(exc))
-    field = found.group(1) if found else ""
-    if field not in Config.model_fields:
-        return exc
-    # env names are read case-insensitively: name the variable as it was set
-    variable = next((k for k in sorted(os.environ) if k.upper() == f"{ENV_PREFIX}{field.upper()}"),
-                    f"{ENV_PREFIX}{field.upper()}")
-    annotation = Config.model_fields[field].annotation
-    shape = "a list" if typing.get_origin(annotation) is list or list in typing.get_args(annotation) else "a table"
-    example = ENV_JSON_EXAMPLES.get(field, "[]" if shape == "a list" else "{}")
-    return ValidationError.from_exception_data(Config.__name__, [{
-        "type": PydanticCustomError(
-            "env_not_json", "must be JSON ({shape}), e.g. {variable}='{example}'; its text is not JSON",
-            {"variable": variable, "shape": shape, "example": example}),
-        "loc": (field,), "input": None}], hide_input=True)
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in the hint's words (never the value: it may be a token)."""
+    return ("a table" if isinstance(value, dict) else "a list" if isinstance(value, list)
+            else "a string" if isinstance(value, str) else "a boolean" if isinstance(value, bool)
+            else "null" if value is None else "a number")
+
+
+def _json_example(parts: tuple[str, ...]) -> str | None:
+    """ENV_JSON_EXAMPLES' value for the table or list at `parts` (flat field first): the
+    setting's own, or the part of it below (`slice_shares.new_subtask` -> the example's
+    class's table: the narrow classes take the same keys); None where the example has none
+    (a recall class's slice_shares takes no key, so `{}` is all it could show)."""
+    if parts[0] not in ENV_JSON_EXAMPLES:
+        return None
+    value: Any = json.loads(ENV_JSON_EXAMPLES[parts[0]])
+    for key in parts[1:]:
+        if not isinstance(value, dict):
+            return None
+        if parts[0] == "slice_shares" and key in SHARE_CLASSES:  # keyed by query class: each takes the same
+            key = next(iter(value))
+        if key not in value:
+            return None
+        value = value[key]
+    return json.dumps(value)
+
+
+def _env_json_hint(error_type: str, parts: tuple[str, ...], variable: str, text: str) -> str | None:
+    """The one wording of a table or list setting's env value that is not one: `must be
+    JSON (a list), e.g. TIERMEM_HTTP_ALLOWED_HOSTS='["example.com"]'; its text is not
+    JSON`, for the error of type `error_type` at `parts` (flat field first) about the text
+    `text` of `variable` (named as the user set it). The flat and the sectioned name alike
+    (`TIERMEM_SERVICE__ALLOWED_HOSTS`), and a table within a setting by its own name
+    (`TIERMEM_PLANNER__SLICE_SHARES__DEFAULT`). None where the error is another kind, or
+    about a value inside JSON the variable gave (pydantic's words name that one)."""
+    shape = _CONTAINER_ERRORS.get(error_type)
+    # env_names' first: the flat and (where the setting has a section) the sectioned name of
+    # exactly `parts`; a name above it gave JSON, which pydantic's words are about
+    own = config_sections.env_names(parts)[:2 if config_sections.dotted_name(parts[0]) != parts[0] else 1]
+    if shape is None or variable.upper() not in own:
+        return None
+    example = _json_example(parts) or ("[]" if shape == "a list" else "{}")
+    try:
+        found = f"its JSON is {_json_kind(json.loads(text))}"
+    except ValueError:
+        found = "its text is not JSON"
+    return f"must be JSON ({shape}), e.g. {variable}='{example}'; {found}"
 
 
 class _FileNonBoolean:
@@ -732,6 +770,8 @@ class Config(BaseSettings):
             # TIERMEM_RETRIEVAL_K, and an error naming only retrieval_k left them to guess
             # where that was (a `tune --grid` value or an --option overrides env, a file not)
             given = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)}
+            # env names are case-insensitive: an error names the variable as the user set it
+            as_set = {k.upper(): k for k in sorted(os.environ, reverse=True) if k.upper() in given}
             from_env = [_env_variable(tuple(e["loc"]), values, given) if given else None for e in exc.errors()]
             if not any(e["loc"] and (e["loc"][0] in origins or e["loc"][0] in SECRET_KEYED_FIELDS)
                        for e in exc.errors()) and not any(from_env):
@@ -739,13 +779,19 @@ class Config(BaseSettings):
             details: list[Any] = []
             for e, variable in zip(exc.errors(), from_env, strict=True):
                 loc = tuple(e["loc"])
+                hint = None if variable is None else _env_json_hint(e["type"], tuple(str(p) for p in loc),
+                                                                     as_set[variable], given[variable])
                 if loc and loc[0] in SECRET_KEYED_FIELDS and len(loc) > 1:
                     loc = (loc[0], TOKEN_PLACEHOLDER, *loc[2:])
                 if loc and loc[0] in origins:
                     loc = (*origins[str(loc[0])].split("."), *loc[1:])
+                if hint is not None:  # not a table or list: what to give instead (it names the variable)
+                    details.append({"type": PydanticCustomError("env_not_json", "{hint}", {"hint": hint}), "loc": loc,
+                                    "input": None})
+                    continue
                 if variable is not None:  # pydantic's message, then where the value came from
                     details.append({"type": PydanticCustomError(e["type"], "{msg} (from env {variable})",
-                                                                {"msg": e["msg"], "variable": variable}),
+                                                                {"msg": e["msg"], "variable": as_set[variable]}),
                                     "loc": loc, "input": e.get("input")})
                     continue
                 if "url" not in e:  # a custom error (ours: no pydantic page): its type is only a name
@@ -1237,7 +1283,9 @@ class Config(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # `Config()` reads the file that env TIERMEM_CONFIG names, as `Config.load()` does
         toml = _toml_path.get() or config_file()
-        init, env = _Sectioned(settings_cls, init_settings), _Sectioned(settings_cls, env_settings, env=True)
+        # env by _EnvSource: a table or list setting's text that is not JSON is the model's to refuse
+        env_source = _EnvSource(settings_cls, _init_state=getattr(env_settings, "_init_state", None))
+        init, env = _Sectioned(settings_cls, init_settings), _Sectioned(settings_cls, env_source, env=True)
         if toml is None:
             return (init, env)
         if not toml.is_file():
