@@ -113,13 +113,19 @@ again at each later call that outgrew the next one's room (at 2,000 tokens, call
 and 18 of one epoch: three misses). So the first call that would turn a block sent whole
 into its words turns every kept block into its words, and every later call of the epoch
 does too (what they need only grows, the room only shrinks): one rewrite an epoch, from
-the first kept block, which the request's `notes` say. Statelessly: the request finds
-that call among the earlier calls its context extends (each prefix of it ending with a
-user message or a tool result, counted as the plan counts; `_turned_before`). A request
-that ends with an assistant turn (a `pause_turn` reply) keeps that turn's blocks whole
-first, each where it fits. The current tool loop's thinking takes room from them too, so
-a loop that ends can give it back: the one case where whole blocks come back within an
-epoch. A PDF given as data is no kept block: its `file` part is counted as sent.
+the first kept block, which the request's `notes` say. Nor does a block an earlier
+call of the epoch sent as its words go whole later (that too would rewrite the prefix):
+each block keeps the form the first call that sent it gave it until that one rewrite.
+Statelessly: the request finds that call among the earlier calls its context extends
+(each prefix of it ending with a user message or a tool result, counted as the plan
+counts, with the thinking of the tool loop it was in; `_turned_before`). The current tool
+loop's thinking takes room from the blocks too (below), so a call inside a loop can be
+the one that turns them; a loop that ends gives its room back to the blocks that come
+later, never to the ones already sent as words (before, the next question sent them all
+whole again and the call after turned them again: three rewrites in one epoch at 12,000
+tokens). A request that ends with an assistant turn (a `pause_turn` reply) keeps that
+turn's blocks whole first, each where it fits. A PDF given as data is no kept block: its
+`file` part is counted as sent.
 
 A `server_tool_use` and its result go together: in each assistant turn a server call
 without a result block naming it, or a result without its call, is left out, except a
@@ -1313,7 +1319,8 @@ def _counted_thinking(turns: list[list[Any]], counter: TokenCounter) -> int:
 
 
 def _fit_kept(turns: list[list[Any]], kept: _Kept, counter: TokenCounter, ctx: Context, *,
-              document_tokens: int, reserved: int, origin: dict[int, int]) -> tuple[int, _Unfit | None]:
+              document_tokens: int, reserved: int, origin: dict[int, int],
+              every_loop: Sequence[tuple[str, list[dict[str, Any]]]]) -> tuple[int, _Unfit | None]:
     """Keep the request within the plan's budget, in place: the plan counted each kept
     block as its words (the text part it is stored as), a text block without its
     citations and a tool result as its stored text, and what is sent whole costs
@@ -1323,9 +1330,11 @@ def _fit_kept(turns: list[list[Any]], kept: _Kept, counter: TokenCounter, ctx: C
     together: the API's pairing; a block given extras without them; a result as its
     text). Where that would turn a block an earlier call of the epoch sent whole into its
     words (`_turned_before`: now or at an earlier call), every one goes as counted: one
-    rewrite an epoch (module docstring). `origin`: the context message each kept block
-    came from. A request that ends with an assistant turn (a `pause_turn` reply with its
-    server call, which the API goes on with) keeps that turn's blocks whole first.
+    rewrite an epoch (module docstring); nor does one an earlier call sent as its words go
+    whole. `origin`: the context message each block came from; `every_loop`: the turns
+    with every tool loop's thinking (what the earlier calls counted). A request that ends
+    with an assistant turn (a `pause_turn` reply with its server call, which the API goes
+    on with) keeps that turn's blocks whole first.
     `reserved`: the tokens sent beyond the plan's besides these (the current tool loop's
     thinking), out of the room. Returns the tokens the blocks sent whole add, and where
     the others go as counted, the first of them, what they need whole and the room."""
@@ -1358,14 +1367,21 @@ def _fit_kept(turns: list[list[Any]], kept: _Kept, counter: TokenCounter, ctx: C
     others = [unit for key, unit in units.items() if key not in trailing]  # in request order
     costs = [sum(extra for _b, _s, extra in unit) for unit in others]
     need = sum(costs)
-    if need <= room:
+    # without thinking an earlier call of the epoch had at least this room: every one went whole
+    thought = any(b["type"] in THINKING_TYPES for role, bs in every_loop if role == "assistant" for b in bs)
+    if not others or (need <= room and not thought):
         return added + need, None
     whole = _greedy(costs, room)
-    before = 0 if ctx.plan.cache.new_epoch else _turned_before(  # the first call of an epoch: no earlier one
-        costs, [min(origin.get(id(b), len(ctx.messages)) for b, _s, _e in unit) for unit in others], counter, ctx)
-    turned = before is None or whole < before  # a block sent whole earlier this epoch must turn
+    before = None if ctx.plan.cache.new_epoch else _turned_before(  # the first call of an epoch: no earlier one
+        costs, [min(origin.get(id(b), len(ctx.messages)) for b, _s, _e in unit) for unit in others], counter, ctx,
+        every_loop, origin)
+    turned = before is not None and (before.turned or whole < before.whole)  # a block sent whole must turn
     if turned:
         whole = 0
+    elif before is not None and before.whole < before.shown:
+        whole = before.whole  # the blocks it sent as words stay so: whole they would rewrite it
+    if whole == len(others):
+        return added + need, None
     for unit in others[whole:]:
         _as_counted(unit)
     sent = sum(costs[:whole])
@@ -1383,30 +1399,76 @@ def _greedy(costs: list[int], room: int) -> int:
     return n
 
 
-def _turned_before(costs: list[int], origins: list[int], counter: TokenCounter, ctx: Context) -> int | None:
-    """How many kept units (their `costs` whole, the context messages they came from in
-    `origins`) the previous call of this context's epoch sent whole, by `_fit_kept`'s
-    rule; None where an earlier call already had to turn one it had sent whole into its
-    words (from then on the epoch sends every one so). The earlier calls' contexts are
-    prefixes of this one (an epoch only grows), each ending with a user message or a tool
-    result; each such prefix is taken for one (a prefix that was none, before the epoch
-    began, can only turn them earlier), counted as the plan counts (`message_tokens`,
-    with what `ctx.tokens` holds beyond its messages)."""
+@dataclass(frozen=True)
+class _Before:
+    """What the previous call of a context's epoch did with the kept units (`_turned_before`)."""
+
+    turned: bool  # an earlier call turned one it had sent whole into its words: all go so
+    whole: int  # the units it sent whole (the first ones)
+    shown: int  # the units it sent
+
+
+def _turned_before(costs: list[int], origins: list[int], counter: TokenCounter, ctx: Context,
+                   every_loop: Sequence[tuple[str, list[dict[str, Any]]]], origin: dict[int, int]) -> _Before:
+    """What the previous call of this context's epoch did with the kept units (their `costs`
+    whole, the context messages they came from in `origins`), by `_fit_kept`'s rule
+    replayed over the earlier calls: turned where one of them had to turn a unit an
+    earlier one sent whole into its words (from then on the epoch sends every one so);
+    else how many it sent whole of how many, a unit sent as words staying so. The earlier
+    calls' contexts are prefixes of this one (an epoch only grows), each ending with a
+    user message or a tool result; each such prefix is taken for one (a prefix that was
+    none, before the epoch began, can only turn them earlier), counted as the plan counts
+    (`message_tokens`, with what `ctx.tokens` holds beyond its messages) and with the
+    thinking of the tool loop that call was in (`_prefix_thinking`), which took the same
+    room then."""
     msgs = ctx.messages
     counts = [message_tokens(counter, m) for m in msgs]
     used = ctx.tokens - REPLY_PRIMING_TOKENS - sum(counts)  # what the plan counts besides its messages
     tokens = REPLY_PRIMING_TOKENS + max(used, 0)
-    best = 0
+    thinking = _prefix_thinking(every_loop, origin, counter, len(msgs))
+    whole = shown = 0
     for m in range(len(msgs) - 1):  # the calls before this one: prefixes through message m
         tokens += counts[m]
         if m < origins[0] or canonical_role(msgs[m]) not in ("user", "tool"):
             continue
-        shown = [c for c, o in zip(costs, origins, strict=True) if o <= m]
-        g = _greedy(shown, ctx.plan.budget - tokens)
-        if g < best:
-            return None
-        best = g
-    return best
+        there = [c for c, o in zip(costs, origins, strict=True) if o <= m]
+        fits = _greedy(there, ctx.plan.budget - tokens - thinking[m])
+        if fits < whole:
+            return _Before(True, 0, len(there))
+        whole = whole if whole < shown else fits  # one sent as words stays so
+        shown = len(there)
+    return _Before(False, whole, shown)
+
+
+def _prefix_thinking(turns: Sequence[tuple[str, list[dict[str, Any]]]], origin: dict[int, int],
+                     counter: TokenCounter, messages: int) -> list[int]:
+    """For each of the context's `messages`, the thinking tokens the call whose context ended
+    with it counted (`_counted_thinking` over the blocks of `turns` from the messages
+    through it): the assistant turns' after the last user turn that answers no tool call.
+    A turn's blocks come from consecutive messages, the turns in order; a user turn's
+    results go first in it (`_pair`), so it opens a loop up to the message before its
+    first result."""
+    out = [0] * messages
+    if not any(b["type"] in THINKING_TYPES for role, bs in turns if role == "assistant" for b in bs):
+        return out
+    since = 0  # the thinking of the whole assistant turns since the last whole turn that opens a loop
+    for t, (role, blocks) in enumerate(turns):
+        lo = min(origin.get(id(b), messages) for b in blocks)
+        hi = min((origin.get(id(b), messages) for b in turns[t + 1][1]), default=messages) \
+            if t + 1 < len(turns) else messages
+        if role == "assistant":
+            spent = [(origin.get(id(b), messages), thinking_tokens(counter, b)) for b in blocks
+                     if b["type"] in THINKING_TYPES]
+            for m in range(lo, min(hi, messages)):  # the calls whose context ends within this turn
+                out[m] = since + sum(n for o, n in spent if o <= m)
+            since += sum(n for _o, n in spent)
+            continue
+        results = min((origin.get(id(b), messages) for b in blocks if b["type"] == "tool_result"), default=messages)
+        for m in range(max(lo, results), min(hi, messages)):  # up to its first result it opens a loop: 0
+            out[m] = since
+        if results >= messages:
+            since = 0
+    return out
 
 
 @dataclass(frozen=True)
@@ -1467,15 +1529,14 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
     turns: list[list[Any]] = []
     last_block: list[dict[str, Any] | None] = []  # per context message: the last markable block so far
     mark: dict[str, Any] | None = None
-    origin: dict[int, int] = {}  # each kept block's context message (`_turned_before`)
+    origin: dict[int, int] = {}  # each block's context message (`_turned_before`)
     for mi, m in enumerate(ctx.messages):
         for chat in to_chat([m]):
-            had = set(kept)
             role, blocks = _blocks_of(chat, stored, kept)
-            origin.update((k, mi) for k in kept if k not in had)
             blocks = [b for b in blocks if _sendable(b)]
             if not blocks:
                 continue
+            origin.update((id(b), mi) for b in blocks)
             if role == "system" and not turns:
                 system.extend(blocks)
             else:
@@ -1488,6 +1549,8 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
         last_block.append(mark)
     _unique_ids(turns)
     turns = _pair(turns)
+    # every loop's thinking, as the epoch's earlier calls each counted their own (`_turned_before`)
+    every_loop = [(r, list(bs)) for r, bs in turns] if kept else []
     if thinking == "current_loop":
         turns = _current_loop_thinking(turns)
     for role, blocks in turns:
@@ -1500,7 +1563,7 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
         counter = _counter(memory)
         thought = _counted_thinking(turns, counter)
         added, unfit = _fit_kept(turns, kept, counter, ctx, document_tokens=document_tokens, reserved=thought,
-                                 origin=origin)
+                                 origin=origin, every_loop=every_loop)
         sent += thought + added
         if sent > ctx.plan.budget:  # the API refuses a tool loop's turn without its thinking
             notes.append(f"the current tool loop's thinking blocks ({thought} tokens), which the API requires, "
