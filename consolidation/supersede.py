@@ -757,6 +757,24 @@ class KindCheck:
         return words[best] if float(sims[best]) >= SYNONYM_MIN_COSINE else None
 
 
+class _KindAsked(KindCheck):
+    """A `KindCheck` without a model for the rules' final decision (`Superseder.record`'s
+    `final`): it answers no, and notes that a decision asked it, so that decision waits
+    for the model (an answer by meaning may take another turn back, or one the rules'
+    other paths pass over)."""
+
+    def __init__(self) -> None:  # no embedder: nothing is embedded
+        self.asked = False
+
+    def __call__(self, obj: str, request: str) -> bool:
+        self.asked = True
+        return False
+
+    def synonym_in(self, obj: str, request: str) -> str | None:
+        self.asked = True
+        return None
+
+
 def _hours(text: str) -> set[int]:
     """The hours of the day (0-23) `text` names: its times ("8pm", "7:30pm", "19:00"; "at
     8", with no am or pm, both 8 and 20) and "tonight" (`TONIGHT_HOUR`)."""
@@ -1921,6 +1939,9 @@ SUPERSEDE_PREFER_MARGIN = 0.05  # cosine a load-bearing target may trail the nea
 SUPERSEDE_WINDOW = 40  # recent turns (positions) a correction may refer to, besides load-bearing ones
 MAX_PIN_CANDIDATES = 64  # load-bearing earlier turns (newest first) a correction is checked against
 MAX_MEANING_LOOKUPS = 16  # corrections of one batch embedded for the meaning search (the rest: rules only)
+# rows before a correction's window the rules' final decision reads to find no user turn
+# there (`Superseder._window_holds_all`); a log with more is left to the embedding unread
+FINAL_EARLIER_ROWS = SUPERSEDE_WINDOW
 INLINE_INDEX_ROWS = 64  # a batch up to this size embeds pending turns before a meaning search (larger: the
 # background indexer's job; their meaning search sees the vectors already stored)
 CORRECTION_PRIORITY = PRIORITY["correction"]  # what a correction that inherits a pin's place is pinned at
@@ -2930,11 +2951,19 @@ class Superseder:
         (`ColdLog.set_superseded_statements`)."""
         return self.record(conversation_id, appended).pairs
 
-    def record(self, conversation_id: str, appended: Sequence[Appended]) -> Recorded:
+    def record(self, conversation_id: str, appended: Sequence[Appended], *, final: bool = False) -> Recorded:
         """`on_append`, with the log's pin changes its pairs made (`Recorded.moved`). A
         correction that revised nothing while turns before it had no vector yet is
-        recorded to be searched again once they have one (`recheck`)."""
-        pairs, statements, idle, again, hidden = self._decided(conversation_id, appended)
+        recorded to be searched again once they have one (`recheck`).
+
+        `final`: a live append's corrections decided by the rules alone while the model
+        is not loaded, only where the decision is the one the meaning search would make
+        (`_decided`): every user turn before them is in the window, no kind by meaning was
+        asked, and none was left for the meaning search; the others (and those after them
+        in the batch) are left undecided, to the embedding's decision. The catch-up never
+        decides again what is recorded (a rules pick of a window turn while the real
+        target lay further back stayed current for good, and `rebuild` disagreed)."""
+        pairs, statements, idle, again, hidden = self._decided(conversation_id, appended, final=final)
         if statements:
             # a statement superseded again after its correction was popped: its row names
             # the popped turn, which readers skip (the statement read as current), so the
@@ -3046,7 +3075,7 @@ class Superseder:
         pairs, statements, _idle, _again, _hidden = self._decided(conv, appended)
         return pairs, statements
 
-    def _decided(self, conv: str, appended: Sequence[Appended]
+    def _decided(self, conv: str, appended: Sequence[Appended], *, final: bool = False
                  ) -> tuple[list[tuple[int, int]], list[StatementRow], dict[int, str], list[int], frozenset[int]]:
         """`decide`, and the corrections that revise nothing once every rule had its say
         (position -> assertive part): a bare retraction always (no meaning search leads
@@ -3057,6 +3086,8 @@ class Superseder:
         (`recheck`), not idle. Last, the positions a pop hides (read for the decision)."""
         gated = {a.position: txt for a in appended if (txt := self.assertion(a))}
         if not gated:
+            return [], [], {}, [], frozenset()
+        if final and not self._window_holds_all(conv, max(gated)):
             return [], [], {}, [], frozenset()
         # a popped turn (a control row hides it) neither corrects nor is corrected: a
         # replay then records what readers see through tiers.statements.Hidden
@@ -3079,6 +3110,13 @@ class Superseder:
         bearing = sorted(p for p, t in b.pool.items() if t.load_bearing and t.role == "user")
         small = len(appended) <= INLINE_INDEX_ROWS
         unresolved: list[int] = []
+        if final:
+            done: dict[int, str] = {}
+            for p in sorted(gated):
+                if self._decide(conv, p, gated[p], (), b, bearing, meaning=True, final=True) is None:
+                    break  # its decision needs the model, and so may every later one's
+                done[p] = gated[p]
+            return b.pairs, b.statements, _idle(done, b, frozenset()), [], hid.positions
         if small:
             unresolved = sorted(gated)
         else:
@@ -3099,6 +3137,21 @@ class Superseder:
                 again.append(p)
         return (b.pairs, b.statements, _idle(gated, b, {q: v for q, v in near.items() if q not in again}), again,
                 hid.positions)
+
+    def _window_holds_all(self, conv: str, last: int) -> bool:
+        """Whether no user turn lies before the window of the correction at `last` (its
+        SUPERSEDE_WINDOW positions): then the rules see every turn the meaning search
+        could find, and every target they pick is in a later decision's window, read
+        back as superseded. A pin further back is no such turn: once superseded it is no
+        pin candidate, so the catch-up would decide the correction again without it. At
+        most FINAL_EARLIER_ROWS rows are read; a longer log is not read at all (an append
+        to a 10k-turn log stays a few index seeks)."""
+        edge = last - SUPERSEDE_WINDOW
+        if edge <= 0:
+            return True
+        if edge > FINAL_EARLIER_ROWS:
+            return False
+        return not any(r.role == "user" for r in self.cold.turns(conv, start=0, end=edge - 1))
 
     def _pool(self, conv: str, rows: Mapping[int, TurnRow], hidden: Hidden = NOTHING_HIDDEN
               ) -> dict[int, Appended]:
@@ -3150,9 +3203,10 @@ class Superseder:
         return out
 
     def _decide(self, conv: str, p: int, text: str, near: Sequence[tuple[int, float]], b: _Batch,
-                bearing: Sequence[int], *, meaning: bool) -> bool:
+                bearing: Sequence[int], *, meaning: bool, final: bool = False) -> bool | None:
         """Decide one correction at `p`: add its pair or statement rows (and its target's
-        echoes) to `b`; False when it supersedes nothing."""
+        echoes) to `b`; False when it supersedes nothing. `final` (the rules alone, see
+        `record`): None, and nothing added, where the model could decide otherwise."""
         pool = b.pool
         if p in b.heads:
             return True  # decided already (an import's rules, before its catch-up's meaning search)
@@ -3170,8 +3224,12 @@ class Superseder:
         latest = bool(cands) and cands[-1].position == previous
         # the kind of a booking is told by meaning, so only in the pass that may embed (an
         # import's rules pass leaves "Forget the restaurant." unresolved for its catch-up)
+        asked = _KindAsked() if final else None
         found = find_superseded(text, cands, speaker=speaker, latest=latest,
-                                kind_of=self.kind_of if meaning else None) if cands else []
+                                kind_of=asked if asked is not None else self.kind_of if meaning else None
+                                ) if cands else []
+        if asked is not None and asked.asked:
+            return None
         norm = normalize(text)
         # "never mind" takes back the previous turn or nothing (find_superseded): no chain,
         # meaning or value leads it further back
@@ -3182,6 +3240,8 @@ class Superseder:
         cues = _cue_text(norm)
         routine = not elliptical and not MEANING_CUE.search(cues) and bool(ROUTINE_NOW.search(cues))
         if not found and meaning and _searches_by_meaning(norm):
+            if final:
+                return None  # the meaning search has its say first, and only the model has it
             found = self._by_meaning(text, [(q, c) for q, c in near if q < p], pool, b.by, elliptical=elliptical,
                                      routine=routine, speaker=speaker)
         if not found and elliptical:

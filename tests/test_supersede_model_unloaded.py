@@ -7,10 +7,12 @@ its indexer skips while the model is not in memory). A process that only appends
 refreshes warm views (a writer, `tiermem append` beside a scheduler, a service worker
 before its first context) decided nothing: the corrected value stayed current in the
 log, and the sweep's refreshed views held it as current, until some process embedded the
-turn. Now such an append's correction candidates are decided by the rules (the window,
-the pins, chains; no meaning search, no kind check by meaning), as an import's are; the
-embedding's decision later searches by meaning only what the rules left unresolved, so
-the end result is the eager process's (tests/test_faststart.py, test_ingest_index.py).
+turn. Now such an append's correction candidates are decided by the rules where no
+user turn lies before the correction's window (the meaning search could find none the
+rules miss), no kind is told by meaning and none is left for the meaning search
+(Superseder.record's `final`); the rest wait for the embedding's decision as before, so
+the end result is the eager process's (tests/test_supersede_unloaded_final.py: a far
+target is never taken for a window turn; tests/test_faststart.py, test_ingest_index.py).
 The model is still never loaded by an append.
 
 Fails on the code before: the two-process test (turn 0 not superseded in the writer's

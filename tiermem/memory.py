@@ -1154,20 +1154,23 @@ class Memory:
             self._hot_follows_pops(key, parsed)
         # Supersession is decided when the turns are embedded (_on_embedded), since it
         # searches by meaning: before append returns when the model is here and the batch
-        # is a live one, else by whoever embeds them. An import-sized batch, and a live
-        # one's corrections while the model is not loaded (appending never loads it), are
-        # decided by the rules now, without the model (consolidation.supersede: rules
-        # first for those; the embedding's decision then searches by meaning only the
-        # corrections the rules left unresolved). Without that, a process that only
-        # appended and refreshed views decided nothing: the corrected value stayed
-        # current in the log and in the views it refreshed until a process embedded it.
+        # is a live one, else by whoever embeds them. An import-sized batch is decided by
+        # the rules now, without the model (consolidation.supersede: rules first for
+        # those). A live one's corrections while the model is not loaded (appending never
+        # loads it) are decided by the rules now only where the meaning search could not
+        # decide otherwise (Superseder.record's `final`: no user turn before the window,
+        # no kind told by meaning); the rest wait for the embedding, as before. Without
+        # that, a process that only appended and refreshed views decided nothing: the
+        # corrected value stayed current in the log and its views until a process
+        # embedded it. A rules pick beyond that was wrong for good: "The cabin was
+        # freezing last night." in the window taken for the wifi password 50 turns back
         try:
             with remembered_for(self._scope(key)):
                 if len(parsed) > INLINE_INDEX_ROWS:
                     self._release(key, self._rules.record(key, turns))
                 elif not embedder_loaded(self.embedder):
                     if any(self._rules.assertion(t) for t in turns):
-                        self._release(key, self._rules.record(key, turns))
+                        self._release(key, self._rules.record(key, turns, final=True))
                 elif asserting := [t.position for t in turns if self.superseder.assertion(t)]:
                     self.cold.index_pending(conversation_id=key, batch=self.config.embedding_batch_size)
                     # a correction that another catch-up of this process read first (the
