@@ -37,7 +37,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
-from pydantic import ConfigDict, Field, StrictBool, StrictInt
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, LocalMemory
 from tiermem.adapters.anthropic import to_anthropic
@@ -72,6 +72,9 @@ ONLY_MESSAGE = "messages[0]."  # how append_outcome names a field of the one mes
 # what the tools (schemas) and the stdio reader (guard) import on first use; `load_service`
 # imports them before serving (either loads the whole package: both named, both are used)
 LAZY_SERVICE_MODULES = ("tiermem.service.guard", "tiermem.service.schemas")
+# the request metadata key MCP reserves (params._meta: progressToken and the like); some hosts
+# put it inside a tool's arguments, where it is no argument of any tool (`_refuse_unknown_arguments`)
+META_KEY = "_meta"
 
 ConvId = Annotated[str, Field(description="the conversation's id (letters, digits and . _ : @ -)")]
 # Every number a tool takes is a StrictInt: the mcp package validates arguments with a pydantic
@@ -320,6 +323,16 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
     return server
 
 
+def _without_meta(cls: type[ArgModelBase], data: Any) -> Any:
+    """The arguments without a top-level `_meta` (`_refuse_unknown_arguments`), before validation."""
+    if isinstance(data, dict) and META_KEY in data and META_KEY not in cls.model_fields:
+        return {k: v for k, v in data.items() if k != META_KEY}
+    return data
+
+
+_DROP_META = model_validator(mode="before")(_without_meta)  # made a classmethod by pydantic
+
+
 def _refuse_unknown_arguments(server: MCPServer) -> None:
     """Make every tool refuse an argument it does not take, and say so in its schema.
 
@@ -332,10 +345,14 @@ def _refuse_unknown_arguments(server: MCPServer) -> None:
     (their models are `extra="forbid"`). The published `inputSchema` comes from the same
     model, so it carries `additionalProperties: false`. The package has no public way to
     set a tool's model (mcp 2.x: `MCPServer._tool_manager`; tests/test_mcp_unknown_arguments.py
-    holds both halves)."""
+    holds both halves). One key is let through and dropped: a top-level `_meta` in the
+    arguments (`META_KEY`), the request metadata MCP reserves, which some hosts send there
+    rather than beside them (params._meta); no tool takes it, and refusing it refused every
+    call of such a host (tests/test_mcp_arguments_meta.py)."""
     for tool in server._tool_manager.list_tools():
         lax = tool.fn_metadata.arg_model
         strict: type[ArgModelBase] = type(lax.__name__, (lax,), {"model_config": ConfigDict(extra="forbid"),
-                                                                 "__module__": lax.__module__})
+                                                                 "__module__": lax.__module__,
+                                                                 "drop_request_meta": _DROP_META})
         tool.fn_metadata.arg_model = strict
         tool.parameters = strict.model_json_schema(by_alias=True)
