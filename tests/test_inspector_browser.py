@@ -3,9 +3,10 @@ Selenium against a real `tiermem serve` process, with every host but loopback
 unresolvable (so the pages and /docs must work offline).
 
 Checked: every page loads with no console error; moving the budget slider (by keyboard)
-re-plans and the token total stays at or under the budget; a pin set in the UI shows up
-in the next plan; another namespace's conversation is not reachable by URL; /docs
-renders from packaged assets; inputs have labels. With TIERMEM_INSPECTOR_SCREENSHOTS=DIR
+re-plans and the token total stays at or under the budget; a link's budget off the
+slider's grid stays on the slider; a pin set in the UI shows up in the next plan; another
+namespace's conversation is not reachable by URL; /docs renders from packaged assets;
+inputs have labels. With TIERMEM_INSPECTOR_SCREENSHOTS=DIR
 the main pages are saved as DIR/inspector-*.png (how docs/inspector-*.png were made).
 """
 
@@ -194,6 +195,23 @@ def test_pin_set_in_the_ui_shows_in_the_next_plan(browser: Any, server: str) -> 
     wait(browser, lambda d: attr(d, f"turn-{target}", "data-pinned") == "false")
     browser.get(server + f"/ui/c/{CONV}/plan?q=hotels&budget=1500")
     assert not any(s == "pinned" and str(target) in p.split() for s, p in planned(browser)[2])
+    assert console_errors(browser) == []
+
+
+def test_a_link_budget_off_the_slider_grid_stays_on_the_slider(browser: Any, server: str) -> None:
+    """The slider, the number beside it and the plan show a link's budget, and the arrow
+    keys move from it by a step (test_inspector_slider_grid: the rendered grid)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    for budget in (525, 75):  # off the 50-token grid (the slider showed 550); under its usual min (100)
+        browser.get(server + f"/ui/c/{CONV}/plan?q=hotels&budget={budget}")
+        slider = browser.find_element(By.ID, "budget")
+        shown = (slider.get_attribute("value"), browser.find_element(By.ID, "budget-value").text,
+                 attr(browser, "plan", "data-budget"))
+        assert shown == (str(budget),) * 3, "slider, label and plan agree"
+        slider.send_keys(Keys.ARROW_RIGHT)
+        wait(browser, lambda d, b=budget: attr(d, "plan", "data-budget") == str(b + 50))
     assert console_errors(browser) == []
 
 

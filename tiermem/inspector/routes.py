@@ -69,7 +69,7 @@ COOKIE_PATH = "/ui"
 MAX_TOKEN_CHARS = 4096  # of a token typed into the login form
 MAX_QUERY_CHARS = 4000  # of a what-if query typed into the plan form
 DEFAULT_PLAN_BUDGET = 2000  # tokens: the plan form's first value (the API's default)
-SLIDER_MIN, SLIDER_STEP = 100, 50  # tokens
+SLIDER_MIN, SLIDER_STEP = 100, 50  # tokens: the slider's usual grid (slider_range moves it to a link's budget)
 SLIDER_MAX_FLOOR = 16000  # tokens: the slider reaches at least this, or the hot budget if larger
 METRICS_CHART_CALLS = 60  # calls drawn in the per-layer chart
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -117,6 +117,24 @@ class PinIn(BaseModel):
     position: int = Field(ge=0, le=MAX_POSITION)
     pinned: bool
     priority: int = Field(50, ge=0, le=100)
+
+
+def slider_range(budget: int, top: int) -> tuple[int, int]:
+    """The budget slider's min and max on a page that shows `budget`. A range input snaps
+    its value to min + k * step, so a link's budget off the 50-token grid (525) or under
+    SLIDER_MIN (75) put the slider at another value (550, 100) than the label and the plan
+    showed, and the next submit planned that one. The grid is moved to pass through the
+    budget: min is the largest value on it at or under both SLIDER_MIN and the budget (75
+    for 525 and for 75; 100 for any budget on the usual grid), max the smallest at or over
+    `top` (and the budget), one step less where that passes MAX_BUDGET_TOKENS, so the arrow
+    keys still move by SLIDER_STEP and reach both ends."""
+    low = min(SLIDER_MIN, budget)
+    lo = low - (low - budget) % SLIDER_STEP
+    high = max(min(top, MAX_BUDGET_TOKENS), budget)  # no slider value the form would refuse
+    hi = high + (budget - high) % SLIDER_STEP
+    if hi > MAX_BUDGET_TOKENS:
+        hi -= SLIDER_STEP  # still at or over the budget: it is at most MAX_BUDGET_TOKENS, on this grid
+    return lo, hi
 
 
 def _ts(t: Any) -> str:
@@ -451,10 +469,11 @@ def build_router(ins: Inspector) -> APIRouter:
                 result = ins.what_if(ns, cid, form.query, form.budget, form.timezone)
             except ConversationNotFound:
                 raise ins.not_found(request, cid, grant) from None
+        slider_min, slider_max = slider_range(form.budget, ins.slider_max())
         return ins.page(request, "plan.html", status, title=f"Plan a context: {cid}", grant=grant, ns=ns, cid=cid,
                         query=form.query, budget=form.budget, timezone=form.timezone,
                         max_query_chars=MAX_QUERY_CHARS, max_zone_chars=MAX_ZONE_NAME_CHARS,
-                        slider_min=SLIDER_MIN, slider_max=max(ins.slider_max(), form.budget),
+                        slider_min=slider_min, slider_max=slider_max,
                         slider_step=SLIDER_STEP, tab="plan", **_plan_ctx(result))
 
     @r.post("/c/{cid}/plan")
