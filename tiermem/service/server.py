@@ -12,8 +12,9 @@ Invariants:
   connection's opening or of the end of its previous answer, or the connection is closed
   (no answer: there is no request to answer yet);
 - a connection idle after an answer is closed after `KEEP_ALIVE_TIMEOUT_S`;
-- a client that half-closes (FIN) after a whole request still gets its answer, and the
-  connection is closed after it (`GuardedH11Protocol.eof_received`);
+- a client that half-closes (FIN) after a whole request still gets its answer, and so does
+  every whole request it pipelined before the FIN, in order; the connection is closed after
+  the last of them (`GuardedH11Protocol.eof_received`);
 - at most `config.http_max_connections` connections (open, in flight or idle) are served
   at once: a request that arrives past it, or while as many requests are in flight, is
   answered 503 with `Retry-After: OVERLOAD_RETRY_AFTER_S` and the error JSON, its
@@ -116,6 +117,7 @@ class GuardedH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
         self._armed_for: object = None  # the request cycle the head deadline was armed after
+        self._half_closed = False  # the client sent its FIN with whole requests still to answer
         served = self.app
 
         async def app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -152,7 +154,22 @@ class GuardedH11Protocol(H11Protocol):
         # a head already here does not count against the deadline
         if not self.transport.is_closing():
             self._arm_head_deadline()
-        super().on_response_complete()
+        super().on_response_complete()  # starts the next request h11 holds whole, if any
+        if self._half_closed and not self.transport.is_closing():
+            self._after_half_close()
+
+    def _pipelined(self) -> bool:
+        """Whether h11 holds bytes past the request in flight (pipelined requests)."""
+        return bool(self.conn.trailing_data[0])
+
+    def _after_half_close(self) -> None:
+        """The client sends nothing more: answer the request in flight where it is whole
+        (the last one closes the connection after its answer: `keep_alive` off), else close."""
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or cycle.more_body:
+            self.transport.close()  # nothing whole left to answer (a body cut short cannot arrive)
+        elif not self._pipelined():
+            cycle.keep_alive = False  # `RequestResponseCycle.send` closes the transport after the answer
 
     def eof_received(self) -> bool:  # type: ignore[override]  # asyncio.Protocol: bool | None
         """The client half-closed (sent FIN: `shutdown(SHUT_WR)`, `curl --data` with some
@@ -163,11 +180,20 @@ class GuardedH11Protocol(H11Protocol):
 
         uvicorn's H11Protocol returns None here, which makes asyncio close the transport: the
         request's app ran on, its write committed, and its answer was dropped (the client
-        read 0 bytes and could not tell a stored append from a lost one)."""
+        read 0 bytes and could not tell a stored append from a lost one).
+
+        Requests pipelined before the FIN (h11 holds them while one is in flight) are each
+        answered in turn (`on_response_complete` starts the next), the connection closed
+        after the last (`_after_half_close`): closing it after the one in flight answered
+        only the first. Called again where reading resumes after the FIN (asyncio reads the
+        FIN again): the connection stays open while requests are answered."""
+        if self._half_closed:
+            return True
         cycle = self.cycle
         if cycle is None or cycle.response_complete or cycle.more_body:
             return False
-        cycle.keep_alive = False  # `RequestResponseCycle.send` closes the transport after the answer
+        self._half_closed = True
+        self._after_half_close()
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
