@@ -305,6 +305,12 @@ class Context:
     messages: list[dict[str, Any]]
     tokens: int
     plan: Plan
+    # the namespace it was planned in (`Memory.context` sets it: its `namespace=`, a view's
+    # own); None: not known (a Client's context, one built by hand). An adapter given the
+    # context and a memory (`to_anthropic`) reads the conversation's rows back in it, not
+    # in the memory's default, where the same conversation id can be another tenant's.
+    # Not part of the plan: stored plans and `Plan.to_dict()` are unchanged
+    namespace: str | None = None
 
     @property
     def breakpoints(self) -> list[Breakpoint]:

@@ -1692,6 +1692,7 @@ class Memory:
                                 truncate_latest=truncate_latest, record=record, tz=tz, pending_tokens=pending_tokens,
                                 preview=preview)
         _name_plan(ctx.plan, conv, name, self.cold)
+        ctx.namespace = ns  # where an adapter reads its rows back (`to_anthropic`)
         if self.config.store_plans and record:
             self.cold.store_plan(conv, ctx.plan.to_json())
         self._look_for_owed_scrub()

@@ -417,6 +417,27 @@ def conversation_lock(mem: MemoryLike, conversation_id: str) -> threading.Lock:
         return per.setdefault((ns, conversation_id), threading.Lock())
 
 
+def in_context_namespace(mem: MemoryLike, ctx: Context) -> MemoryLike:
+    """`mem` as it reads back the rows of `ctx`'s conversation: in the namespace the context
+    was planned in (`Context.namespace`). A root `Memory` reads through a view of it (its
+    own default is "default", where the same conversation id can be another tenant's); a
+    view of another namespace is refused, naming `memory`. A context of unknown namespace
+    (None), or a Client (its server confines it to its token's namespace): `mem` as given."""
+    from tiermem.memory import Memory, NamespacedMemory
+
+    ns = ctx.namespace
+    if ns is None:
+        return mem
+    if isinstance(mem, NamespacedMemory):
+        if mem.namespace != ns:
+            raise ValidationError("memory", f"is a view of namespace {mem.namespace!r}, but the context was "
+                                  f"planned in namespace {ns!r}: pass the Memory it came from or a view of {ns!r}")
+        return mem
+    if isinstance(mem, Memory):
+        return mem.namespaced(ns)
+    return mem
+
+
 def log_pages(mem: MemoryLike, conversation_id: str, after: int | None = None) -> list[StoredMessage]:
     """The log's rows after position `after` (None: all), read a page at a time
     ([] for a conversation that does not exist, or no longer does)."""

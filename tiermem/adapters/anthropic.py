@@ -160,7 +160,10 @@ which append refuses today, was stored before that rule; Responses items of one 
 may share one).
 
 Restoring metadata: given the `memory` the context came from, the stored rows of the
-context's tail are read (one read from the tail's first position, in pages) and each
+context's tail are read in the namespace it was planned in (`Context.namespace`: a root
+Memory reads there, not in its "default", where the same conversation id can be another
+tenant's; a view of another namespace is refused, naming `memory`), one read from the
+tail's first position, in pages, and each
 message is matched to its row: a message with tool calls by its first call id, a tool
 result by its call id, others by their wire form. A matched message gets its thinking
 blocks, citations and the rest back; one whose text the planner trimmed (a long tool
@@ -224,7 +227,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from tiermem.adapters._common import MemoryLike, check_memory, log_pages
+from tiermem.adapters._common import MemoryLike, check_memory, in_context_namespace, log_pages
 from tiermem.config import DEFAULT_MAX_METADATA_BYTES
 from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint, Context
 from tiermem.tiers.errors import ValidationError, field_error, shown
@@ -953,6 +956,7 @@ def _stored(ctx: Context, memory: MemoryLike | None) -> _Stored:
     cut) are left out, or they would shift the matches after them."""
     if memory is None:
         return {}
+    memory = in_context_namespace(memory, ctx)  # the context's namespace, not the memory's default
     conv = ctx.plan.conversation_id
     shown = {p for it in ctx.plan.items if it.slice == "tail" and it.conversation_id == conv
              for p in it.positions}
