@@ -4,10 +4,11 @@ unresolvable (so the pages and /docs must work offline).
 
 Checked: every page loads with no console error; moving the budget slider (by keyboard)
 re-plans and the token total stays at or under the budget; a link's budget off the
-slider's grid stays on the slider; a pin set in the UI shows up in the next plan; another
-namespace's conversation is not reachable by URL; /docs renders from packaged assets;
-inputs have labels. With TIERMEM_INSPECTOR_SCREENSHOTS=DIR
-the main pages are saved as DIR/inspector-*.png (how docs/inspector-*.png were made).
+slider's grid stays on the slider; a pin set in the UI shows up in the next plan; pinning
+by keyboard keeps the focus on the button; another namespace's conversation is not
+reachable by URL; /docs renders from packaged assets; inputs have labels. With
+TIERMEM_INSPECTOR_SCREENSHOTS=DIR the main pages are saved as DIR/inspector-*.png (how
+docs/inspector-*.png were made).
 """
 
 from __future__ import annotations
@@ -212,6 +213,24 @@ def test_a_link_budget_off_the_slider_grid_stays_on_the_slider(browser: Any, ser
         assert shown == (str(budget),) * 3, "slider, label and plan agree"
         slider.send_keys(Keys.ARROW_RIGHT)
         wait(browser, lambda d, b=budget: attr(d, "plan", "data-budget") == str(b + 50))
+    assert console_errors(browser) == []
+
+
+def test_pinning_by_keyboard_keeps_the_focus_on_the_button(browser: Any, server: str) -> None:
+    """The row is swapped whole (hx-swap outerHTML); the button keeps its id across the
+    swap (pin-<position>), so htmx puts the focus back on it, not on <body>."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    target = 14  # as above; pinned and unpinned again here, so the other tests see it as seeded
+    browser.get(server + f"/ui/c/{CONV}?page=0")
+    browser.execute_script("arguments[0].focus()",
+                           browser.find_element(By.CSS_SELECTOR, f"button[aria-label='Pin turn {target}']"))
+    for pinned, label in (("true", f"Unpin turn {target}"), ("false", f"Pin turn {target}")):
+        browser.switch_to.active_element.send_keys(Keys.ENTER)
+        wait(browser, lambda d, p=pinned: attr(d, f"turn-{target}", "data-pinned") == p)
+        focused = browser.switch_to.active_element  # htmx moves it in the swap that set data-pinned
+        assert (focused.tag_name, focused.get_attribute("aria-label")) == ("button", label)
     assert console_errors(browser) == []
 
 
