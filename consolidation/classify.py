@@ -498,37 +498,38 @@ _MODAL_DIRECTIVE = re.compile(
 )
 _PLEASE = re.compile(r"\bplease\b|\bpls\b")
 # A courtesy put as an order ("No need to thank me.", "No need to apologise for the
-# delay.", "Don't mention it.", "Oh please, no need to say sorry!"): it answers a thanks or
-# an apology and asks nothing of anyone later, yet "no need to <verb>" reads as
-# _MODAL_DIRECTIVE (the subject "no") and "don't <verb>" as _CONSTRAINT, so it was pinned
-# at the constraint priority (85). Only the formula whole counts: it must end its clause
-# or be followed by a comma and more talk. A standing wish about the agent's manners ("No
-# need to thank me every time", "Don't apologise from now on") has more after the verb
-# phrase, so it is not matched and stays an order; so does an object that is not the
-# speaker ("No need to thank the driver") and "no need to mention it to Sam".
+# delay.", "Don't mention it."): it answers a thanks or an apology and asks nothing of
+# anyone later, yet "no need to <verb>" reads as _MODAL_DIRECTIVE (the subject "no") and
+# "don't <verb>" as _CONSTRAINT, so it was pinned at the constraint priority (85). Only
+# the formula as the whole turn counts (`fullmatch` of the normalized turn): a "please"
+# beside "no need" (not "please don't ...": that asks), a closing "." or "!", and what the
+# thanks or apology was for from a closed list (_COURTESY_FOR). Anything more is judged
+# as before, an order where it reads as one: "Don't apologize for errors.", "Please don't
+# mention it.", "Don't mention it, it's a secret.", "Don't thank me, and never use
+# emojis.", "No need to thank me every time." (a taking out of the formula from a longer
+# turn, 226c27a, un-pinned those).
 _COURTESY_ACT = (
     r"(?:thank (?:me|us)|apologi[sz]e|say (?:sorry|thanks|thank you)|be sorry|feel (?:bad|sorry|guilty)"
     r"|worry(?: about (?:it|that|me|us))?|rush|hurry)"
 )
+# what the thanks or apology was for: the one just made, never a kind of thing ("for
+# errors", "for delays in future replies", "for my questions" are standing wishes)
+_COURTESY_FOR = r"(?: for (?:that|this|it|the (?:delay|wait|trouble|confusion)))?"
+_COURTESY_END = r"(?:\s*[.!])*"
 _COURTESY = re.compile(
-    r"(?:^|(?<=[\s,.!;:]))(?:(?:oh |aw )?(?:please|pls)[,!]? )?(?:(?:there's |there is )?no need (?:to |for you to )" + _COURTESY_ACT
-    + r"|no (?:need for )?(?:thanks|apologies|apology) (?:needed|necessary|required)"
-    + r"|(?:don't|do not|dont) (?:thank (?:me|us)|apologi[sz]e|mention it|be sorry))"
-    # "for the delay", "for that": what the thanks or apology was for, not when or how often
-    r"(?: for (?!every\b|each\b|all\b|future\b|always\b)[a-z'-]+(?: [a-z'-]+){0,3})?"
-    r"(?: (?:at all|really|honestly|though|seriously|either|on my account|please))*"
-    r"(?=\s*(?:$|[,.!;:?]))"
+    r"(?:please,? )?(?:(?:there's |there is )?no need (?:to |for you to )" + _COURTESY_ACT
+    + r"|no (?:need for )?(?:thanks|apologies|apology) (?:needed|necessary|required))"
+    + _COURTESY_FOR + r"(?:,? please)?" + _COURTESY_END
+    + r"|(?:don't|do not|dont) (?:thank (?:me|us)|apologi[sz]e|mention it|be sorry)" + _COURTESY_FOR + _COURTESY_END
 )
 
 
 def _without_courtesy(norm: str, clauses: Sequence[str]) -> tuple[str, list[str]]:
-    """The turn and its clauses with courtesy formulas taken out (_COURTESY), so that what
-    remains is judged alone: "No need to apologise, just send it from now on." is still an
-    order, "No need to thank me, happy to help." is none."""
-    if _COURTESY.search(norm) is None:
+    """The turn and its clauses, or nothing where the whole turn is a courtesy formula
+    (_COURTESY): then no instruction rule reads it."""
+    if _COURTESY.fullmatch(norm) is None:
         return norm, list(clauses)
-    kept = [c for c in (_COURTESY.sub(" ", c).strip(" ,;:!.?-") for c in clauses) if _LEAD_FILLER.sub("", c)]
-    return " ".join(_COURTESY.sub(" ", norm).split()), kept
+    return "", []
 _REMIND = re.compile(r"\bkeep (?:that|this|it) in mind\b")
 
 
@@ -955,15 +956,9 @@ _OPINION_LEAD = re.compile(r"i (?:bet|believe|agree|understand|can|hope|wish|gue
 def _chitchat_or_statement(norm: str, role: str) -> tuple[str, str]:
     """Decide between chitchat and statement by weighing social cues against factual content."""
     words = _words(norm)
-    courtesy = _COURTESY.search(norm)
-    if courtesy is not None:
-        # a courtesy formula ("no need to thank me") is small talk; what else the turn says
-        # ("No need to hurry, the deadline moved to Friday.") is judged without it
-        rest = " ".join(_COURTESY.sub(" ", norm).split()).strip(" ,;:!.?-")
-        intent, reason = _chitchat_or_statement(rest, role) if _words(rest) else ("", "")
-        if intent == "statement":
-            return intent, reason
-        return "chitchat", f"rule:courtesy '{courtesy.group(0).strip()}'"
+    if _COURTESY.fullmatch(norm) is not None:
+        # the whole turn a courtesy formula ("no need to thank me"): small talk
+        return "chitchat", f"rule:courtesy '{norm.rstrip(' .!')}'"
     social = [m.group(0) for m in _SOCIAL.finditer(norm)]
     facts = [m.group(0) for m in _FACT.finditer(norm)]
     # Praise-shaped clauses ("it's so cute", "that's awesome") are social even though they have a verb.

@@ -4,13 +4,17 @@
 "thank") and "Don't mention it." as `_CONSTRAINT` ("don't" + a verb): both were load-bearing
 instructions at the constraint priority (85), so the pinned block carried a line that orders
 nothing, ahead of real standing orders, and moved the pin version (a new pinned block and a
-prompt-cache miss). The formula whole is small talk now; anything more after it (how often,
-whom, a real request in the same turn) is judged as before, so a standing wish about the
-agent's manners and "No need to cc my manager from now on." still pin.
+prompt-cache miss). The formula is small talk now where it is the whole turn (a "please"
+beside "no need", a closing "." or "!", and a closed list after "for": that, this, it, the
+delay, the wait, the trouble, the confusion); anything more is judged as before, so a
+standing wish about the agent's manners ("Don't apologize for errors.", "Please don't
+mention it.") and "No need to cc my manager from now on." still pin.
 
-Fails on the code before: every case of the first table was an instruction at priority 85
-(or 65 for the "please" ones), and the end-to-end test's pinned block held "No need to thank
-me."; the other tables pass on it too (they pin what must not change).
+Fails on the code before 226c27a: every case of the first table was an instruction at
+priority 85 (or none but small talk), and the end-to-end test's pinned block held "No need
+to thank me.". Fails on 226c27a: the reviewer's table of orders it un-pinned (it took the
+formula out of a longer turn and judged the rest alone: "Don't apologize for errors.",
+"Don't thank me, and never use emojis." were small talk) and the longer turns' rows.
 """
 
 from __future__ import annotations
@@ -41,13 +45,14 @@ BUDGET = 600
     "No need to say sorry.",
     "No need to be sorry.",
     "There's no need to thank me.",
-    # more talk after a comma or in the next sentence
-    "No need to thank me, happy to help.",
-    "Aw, no need to thank me! Glad it worked out.",
-    "No need to apologize, it happens.",
     # softened by "please", which is then no request
-    "Oh please, no need to thank me.",
     "Please, no need to apologise!",
+    "No need to apologise for the trouble, please.",
+    # what it was for, from the closed list
+    "No need to apologize for that.",
+    "Don't apologise for the confusion!",
+    "No need to worry about it.",
+    "No apologies needed.",
     # the idioms for "you're welcome"
     "Don't thank me.",
     "Don't mention it.",
@@ -80,6 +85,38 @@ def test_a_courtesy_is_not_pinned(text: str) -> None:
     ("Don't mention it to my wife.", PRIORITY["constraint"]),
     # a courtesy first, then a real order in the same turn
     ("No need to apologise, just send the report from now on.", PRIORITY["constraint"]),
+    # the reviewer's table of 226c27a: orders it un-pinned, each pinned before it
+    # what not to apologise for: a kind of thing, not the one just done
+    ("Don't apologize for errors.", PRIORITY["constraint"]),
+    ("Do not apologize for limitations.", PRIORITY["constraint"]),
+    ("Don't apologize for being an AI.", PRIORITY["constraint"]),
+    ("Don't apologize for not knowing something.", PRIORITY["constraint"]),
+    ("No need to apologize for short answers.", PRIORITY["constraint"]),
+    ("Don't apologize for the length of your answers.", PRIORITY["constraint"]),
+    ("Do not thank me for my questions.", PRIORITY["constraint"]),
+    # "please don't" asks; "in future replies" says when
+    ("Please don't apologise for delays in future replies.", PRIORITY["constraint"]),
+    # "ever" after it, in the clause or a sentence of its own
+    ("Don't apologize, ever.", PRIORITY["constraint"]),
+    ("Don't apologise. Ever.", PRIORITY["constraint"]),
+    # an order after the formula
+    ("Don't apologise for mistakes, just fix them.", PRIORITY["constraint"]),
+    ("No need to apologize for errors, just correct them.", PRIORITY["constraint"]),
+    ("No need to rush, but always double-check the totals.", PRIORITY["constraint"]),
+    ("No need to apologize. Always cite sources.", PRIORITY["constraint"]),
+    ("Don't apologise and don't use emojis.", PRIORITY["constraint"]),
+    ("Don't thank me, and never use emojis.", PRIORITY["constraint"]),
+    # "don't mention it" of a secret: an order to keep it
+    ("Please don't mention it.", PRIORITY["constraint"]),
+    ("Don't mention it, it's a secret.", PRIORITY["constraint"]),
+    ("I'm planning a surprise party for Sam on Friday, don't mention it.", PRIORITY["constraint"]),
+    ("Don't mention it to anyone.", PRIORITY["constraint"]),
+    ("Don't mention it in the report.", PRIORITY["constraint"]),
+    # where or how often it is not wanted
+    ("No need to thank me in your emails.", PRIORITY["constraint"]),
+    ("Don't thank me at the end of every message.", PRIORITY["constraint"]),
+    ("Never apologize.", PRIORITY["constraint"]),
+    ("Don't apologise in your answers.", PRIORITY["constraint"]),
 ])
 def test_a_standing_instruction_is_still_pinned(text: str, priority: int) -> None:
     label = CLASSIFY.classify(text, "user")
@@ -88,14 +125,28 @@ def test_a_standing_instruction_is_still_pinned(text: str, priority: int) -> Non
     assert label.priority == priority >= AUTO_PIN_MIN_PRIORITY, label
 
 
-@pytest.mark.parametrize(("text", "reason"), [
-    # what the turn states besides the courtesy is judged without it
-    ("No need to thank me, I am allergic to peanuts by the way.", "personal-constraint"),
-    ("No need to thank me, I moved to Berlin last year.", "affiliation"),
+# (turn, intent, load-bearing, priority): the label it had before 226c27a, none "rule:courtesy"
+@pytest.mark.parametrize(("text", "intent", "load_bearing", "priority"), [
+    # more talk after the formula: the whole turn is judged, the modal directive first
+    ("No need to thank me, happy to help.", "instruction", True, PRIORITY["constraint"]),
+    ("No need to apologize, it happens.", "instruction", True, PRIORITY["constraint"]),
+    ("Don't thank me, thank the team.", "instruction", True, PRIORITY["constraint"]),
+    ("No need to thank me, I am allergic to peanuts by the way.", "instruction", True, PRIORITY["constraint"]),
+    ("No need to thank me, I moved to Berlin last year.", "instruction", True, PRIORITY["constraint"]),
+    # more before it: "oh please" is no bare "please"
+    ("Oh please, no need to thank me.", "instruction", True, PRIORITY["constraint"]),
+    # small talk by its own social words, as before
+    ("Aw, no need to thank me! Glad it worked out.", "chitchat", False, PRIORITY["chitchat"]),
+    ("No worries, no need to apologise!", "chitchat", False, PRIORITY["chitchat"]),
+    ("No thanks needed, happy to help.", "chitchat", False, PRIORITY["chitchat"]),
+    # the reviewer's two orders that were not pinned before 226c27a either (left as they were)
+    ("Stop apologizing.", "instruction", True, PRIORITY["task"]),
+    ("Don't be sorry for asking clarifying questions.", "statement", False, PRIORITY["statement"]),
 ])
-def test_a_fact_beside_a_courtesy_still_counts(text: str, reason: str) -> None:
+def test_a_longer_turn_is_judged_as_before(text: str, intent: str, load_bearing: bool, priority: int) -> None:
     label = CLASSIFY.classify(text, "user")
-    assert label.load_bearing and reason in label.reason, label
+    assert (label.intent, label.load_bearing, label.priority) == (intent, load_bearing, priority), label
+    assert "courtesy" not in label.reason, label
 
 
 def test_the_pinned_block_holds_the_order_not_the_courtesy(tmp_path: Path, embedder: Embedder) -> None:
