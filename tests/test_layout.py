@@ -62,11 +62,21 @@ def test_nothing_outside_the_storage_layer_touches_sql_or_the_stores_privates() 
     assert offenders == []
 
 
+# the wheel as the build backend pyproject.toml names makes it, into argv[1] (run in the
+# source tree, as a frontend runs the backend's build_wheel hook)
+BUILD_WHEEL = ("import importlib, sys, tomllib; "
+               "name = tomllib.load(open('pyproject.toml', 'rb'))['build-system']['build-backend']; "
+               "importlib.import_module(name).build_wheel(sys.argv[1])")
+
+
 def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
     had_build = (ROOT / "build").exists()
     try:
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                        "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=300)
+        # the build backend's own PEP 517 hook, as `pip wheel --no-build-isolation` calls it
+        # (in a process of its own, from the source tree), without pip's start and resolver
+        # around it: about half the time of the pip command
+        subprocess.run([sys.executable, "-c", BUILD_WHEEL, str(tmp_path)], check=True, capture_output=True,
+                       cwd=ROOT, timeout=300)
     finally:
         if not had_build:  # setuptools builds in the source tree: leave it as it was
             shutil.rmtree(ROOT / "build", ignore_errors=True)
