@@ -1,12 +1,16 @@
 """The MCP tools take what the HTTP service takes: a search's `k` up to `/v1/limits`'
-`max_search_k`, a history page up to its `max_history_page`, an empty search query; one
-past each limit is refused by both, naming the argument. A real `tiermem serve`
+`max_search_k`, a history page up to its `max_history_page`, a context `budget` up to its
+`max_budget_tokens`, an empty search query; one past each limit is refused by both, naming
+the argument. A real `tiermem serve`
 (`serve_open`): its `/v1/limits`, its HTTP routes and its `/v1/mcp` endpoint.
 
 Fails on the code before: the MCP server had limits of its own (mcp_server.SEARCH_K_MAX
 = 100, HISTORY_PAGE_MAX = 500, a query of at least one character), so `search` with
 `k: 150`, `history` with `limit: 501` and `search` with `query: ""` were tool errors
-while HTTP, the Client and `/v1/limits` take them."""
+while HTTP, the Client and `/v1/limits` take them. And the `context` tool's `budget` had no
+upper limit in its schema (no `maximum`): past max_budget_tokens the library's own check
+answered (`budget: must be an integer within ...`), not HTTP's `less than or equal to`
+naming `budget`, and a model reading the schema could not know the limit."""
 
 from __future__ import annotations
 
@@ -36,7 +40,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
             r = http.post(f"/v1/conversations/{CONV}/messages", json={"role": "user", "content": "window seat"})
             assert r.status_code in (200, 201), r.text
             limits = http.get("/v1/limits").json()
-        yield url, {"k": limits["max_search_k"], "page": limits["max_history_page"]}
+        yield url, {"k": limits["max_search_k"], "page": limits["max_history_page"],
+                    "budget": limits["max_budget_tokens"]}
 
 
 def _mcp(url: str, tool: str, args: dict[str, Any]) -> tuple[bool, Any]:
@@ -56,7 +61,8 @@ def _http(url: str, method: str, path: str, **kw: Any) -> httpx.Response:
 
 
 # (tool, arguments with a limit's name as the value's placeholder, the HTTP request, taken?)
-# `"k"`/`"page"` stand for /v1/limits' max_search_k / max_history_page, `+1` one past it
+# `"k"`/`"page"`/`"budget"` stand for /v1/limits' max_search_k / max_history_page /
+# max_budget_tokens, `+1` one past it
 CASES: list[tuple[str, dict[str, Any], tuple[str, str, dict[str, Any]], bool]] = [
     # k = max_search_k (200): MCP refused past 100 before
     ("search", {"query": "seat", "k": "k"}, ("POST", "/v1/search", {"json": {"q": "seat", "k": "k"}}), True),
@@ -70,6 +76,12 @@ CASES: list[tuple[str, dict[str, Any], tuple[str, str, dict[str, Any]], bool]] =
     # one past it: both refuse
     ("history", {"conversation_id": CONV, "limit": "page+1"},
      ("GET", f"/v1/conversations/{CONV}/history", {"params": {"limit": "page+1"}}), False),
+    # the largest budget (2,000,000): both plan under it
+    ("context", {"conversation_id": CONV, "budget": "budget"},
+     ("POST", f"/v1/conversations/{CONV}/context", {"json": {"budget": "budget"}}), True),
+    # one past it: both refuse, naming `budget` (MCP's schema had no maximum before)
+    ("context", {"conversation_id": CONV, "budget": "budget+1"},
+     ("POST", f"/v1/conversations/{CONV}/context", {"json": {"budget": "budget+1"}}), False),
 ]
 
 
@@ -97,6 +109,8 @@ def test_mcp_takes_what_http_takes(served: tuple[str, dict[str, int]], tool: str
         assert arg in out.splitlines() and "less than or equal to" in out, out
     elif tool == "search":
         assert len(out["hits"]) == len(r.json()["hits"]), (out, r.text)  # the same hits as HTTP's
+    elif tool == "context":
+        assert out["messages"] == r.json()["messages"], (out, r.text)  # the same context as HTTP's
     else:
         assert [m["position"] for m in out["messages"]] == [m["position"] for m in r.json()["messages"]]
 
@@ -114,4 +128,6 @@ def test_the_tools_state_the_same_limits(served: tuple[str, dict[str, int]]) -> 
     tools = asyncio.run(schemas())
     assert tools["search"]["k"]["maximum"] == limits["k"]
     assert tools["history"]["limit"]["maximum"] == limits["page"]
+    assert tools["context"]["budget"]["maximum"] == limits["budget"]
+    assert tools["context"]["pending_tokens"]["maximum"] == limits["budget"]
     assert "minLength" not in tools["search"]["query"]

@@ -211,7 +211,10 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
     def context(ctx: Context, conversation_id: ConvId,
                 query: Annotated[str | None, Field(description="the new turn's question; omit to plan from "
                                                    "the log alone")] = None,
-                budget: Annotated[StrictInt, Field(ge=1, description="hard cap on the returned tokens")] =
+                # the HTTP context's limit (ContextIn, /v1/limits' max_budget_tokens): stated in
+                # the schema and refused as pydantic refuses it there, naming `budget`
+                budget: Annotated[StrictInt, Field(ge=1, le=MAX_BUDGET_TOKENS,
+                                                   description="hard cap on the returned tokens")] =
                 DEFAULT_BUDGET_TOKENS,
                 system: Annotated[str | None, Field(description="a system message to put first")] = None,
                 format: Annotated[Literal["openai", "anthropic"], Field(
