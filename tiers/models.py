@@ -525,14 +525,23 @@ def sdk_dump(value: Any) -> Any:
 # what wraps a chat reply in the openai SDK (and on the wire): a `ChatCompletion` holds
 # its messages in `choices`, each `Choice` its one in `message`; neither has a role
 COMPLETION_FIELD, CHOICE_FIELD = "choices", "message"
+# ... and a Responses reply: a `Response` (`client.responses.create(...)`) holds its items
+# in `output`, with no `type` (an item's own `output`, a function_call_output's, has one)
+RESPONSE_OUTPUT_FIELD = "output"
 
 
 def refuse_reply_wrapper(body: dict[str, Any]) -> None:
-    """Refuse a whole chat completion, or one of its choices, given where a message goes,
-    saying which message to append: `completion.choices[0].message`. Before, either was
-    refused `role: Field required`, which did not say what to pass instead."""
+    """Refuse a whole chat completion, or one of its choices, or a whole Responses
+    `Response`, given where a message goes, saying what to append instead:
+    `completion.choices[0].message`, or the response's items, `response.output`, with
+    `append_many` (each output item is a message). Before, each was refused `role: Field
+    required`, which did not say what to pass instead."""
     if "role" in body or "type" in body:
         return
+    if isinstance(body.get(RESPONSE_OUTPUT_FIELD), list):
+        raise ValidationError("message", "is a whole Responses response (it has `output` and no `type`): append "
+                                         "its output items, `append_many(conversation_id, response.output)` "
+                                         "(HTTP: POST them to `/messages:batch`)")
     if isinstance(body.get(COMPLETION_FIELD), list):
         raise ValidationError("message", "is a whole chat completion (it has `choices` and no `role`): append "
                                          "its message, `completion.choices[0].message`")
