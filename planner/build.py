@@ -334,9 +334,6 @@ class _Call:
     # the budget given (budget + pending), so a call with one extends an epoch as the call
     # whose latest message the log holds does (planner.epoch: a changed budget is a new one)
     pending: int = 0
-    # planned as a recorded call is, whatever `record` says: a preview (the inspector's
-    # "what the agent would get now") is planned as the agent's recorded call, storing nothing
-    as_recorded: bool = True
 
     @property
     def zone(self) -> Zone:
@@ -453,7 +450,7 @@ class Planner:
         timings = dict(stages or {})
         timings.setdefault("turns", turns_ms)
         call = _Call(conv, namespace, query, budget, system, hot, summaries, namespace_recall, table, plan, t0,
-                     timings, record and not preview, tz_name, pending=pending_tokens, as_recorded=record or preview)
+                     timings, record and not preview, tz_name, pending=pending_tokens)
         fixed = self._fixed(call, truncate_latest)
         call.mark("fixed")
         pools, caps = self._candidates(call, fixed)
@@ -905,18 +902,11 @@ class Planner:
                    else key_change(prev.key, key))
         ext: _Extension | None = None
         # a new user message since the previous call (not another query on the same log):
-        # a new epoch then leaves room for the next calls (planner.epoch_policy). So does
-        # the first recorded context with no previous one kept (a conversation's first
-        # call, or the first after a restart or a lost state, on a log of any length): its
-        # user message is new to every context kept, and filled to the brim it left the
-        # next turn no room, a second miss in a row ("room used up"). A what-if plan
-        # (record=False) has no next call to leave room for: planned as before. A preview
-        # (the inspector's) is planned as the recorded call it shows (as_recorded)
-        moved_on = (latest_user is not None and self.settings.epochs
+        # a new epoch then leaves room for the next calls (planner.epoch_policy)
+        moved_on = (prev is not None and latest_user is not None and prev.latest_user is not None
+                    and latest_user != prev.latest_user and self.settings.epochs
                     and self.settings.retrieved_placement == "before_latest"
-                    and self.settings.system_messages != "before_latest"
-                    and (call.as_recorded if prev is None
-                         else prev.latest_user is not None and latest_user != prev.latest_user))
+                    and self.settings.system_messages != "before_latest")
         excess = total - (call.budget - epoch_policy.reserve_tokens(call.budget)) if moved_on else 0
         if prev is not None and not why_new:
             why_new = self._shown_gone(conv, prev, fixed.hidden)

@@ -22,12 +22,8 @@ decide between them on what the question's own ranking says:
   is still to free (`much_larger`: a long tool output, a pasted document) does not go
   whole for a few dozen tokens: a shortenable one (a trimmed tool output, trimmed
   further) gives only what is still to free; another stays when the fewest of the next
-  lowest-scored turns free it instead, with fewer tokens (`give_way`). So does the first
-  recorded context with no previous one kept (a conversation's first call on a log of
-  any length, or the first after a restart or a lost state); a what-if plan there
-  (`record=False`: no next call extends it, e.g. the LoCoMo recall eval's fresh
-  contexts) does not, and a preview is planned as the recorded call it shows. Another
-  query on the same log (nothing appended) gets the whole room, as before.
+  lowest-scored turns free it instead, with fewer tokens (`give_way`). Another query on
+  the same log (nothing appended) gets the whole room, as before.
 
 Invariants: pure functions of the candidates and their scores (no I/O); the budget stays
 hard (planner.build counts the result exactly); nothing here depends on the query class

@@ -25,7 +25,6 @@ from tiermem.tiers.tokens import messages_tokens
 WORDS = ["garden", "violin", "harbour", "pancake", "glacier", "lantern", "marathon", "orchid", "pottery",
          "satellite", "tunnel", "umbrella", "volcano", "walrus", "yoga", "zeppelin", "bakery", "canyon"]
 BUDGET = 1000
-FIRST_BUDGET = 2000  # the whole log fits: the second call (at BUDGET) starts a new epoch
 CHAT_TURNS = 32  # after the tool round: with it, a little more than the budget holds
 TOOL_POSITION = 2
 TRIMMED_TOKENS = 435  # the tool output's line at the default 400-token trim allowance, as packed
@@ -86,16 +85,15 @@ def test_a_large_tool_output_is_trimmed_further_not_left_out(tmp_path: Path, emb
                              "content": " ".join(rnd.sample(WORDS, 6)) + f" and so on ({i})"})
         first = "What did the violin shop reviews say?"
         mem.append("t", {"role": "user", "content": first})
-        # a first epoch at a budget that holds the whole log, the tool output (trimmed) in it
-        ctx = mem.context("t", first, FIRST_BUDGET)
+        ctx = mem.context("t", first, BUDGET)  # fills the room, the tool output whole (trimmed)
         [tool] = [it for it in ctx.plan.items if it.positions == [TOOL_POSITION]]
         assert tool.fidelity == "trimmed" and tool.tokens == TRIMMED_TOKENS
         mem.append("t", {"role": "assistant", "content": "They loved it."})
         second = "And what about the glacier and the harbour?"
         mem.append("t", {"role": "user", "content": second})
         ctx = mem.context("t", second, BUDGET)
-        # a new epoch (the budget changed) on a new user message, leaving its reserve
-        assert ctx.plan.cache.new_epoch and "budget" in ctx.plan.cache.reason
+        # a new epoch on a new user message (the room was used up), leaving its reserve
+        assert ctx.plan.cache.new_epoch
         assert ctx.tokens <= BUDGET - epoch_policy.reserve_tokens(BUDGET)
         assert messages_tokens(mem.tokens, ctx.messages) == ctx.tokens  # the plan's tokens are what is sent
         # the tool output, among the lowest-scored, stays: trimmed further, not left out
