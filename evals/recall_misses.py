@@ -12,7 +12,7 @@ Outcomes of one evidence turn in one fresh context (`record=False`, as recall_ro
 - `gated`: not eligible (a non-recall query class keeps only clearly related turns, or
   the turn was excluded: the latest user message, a hidden row).
 `room` and `below` also carry rank buckets (`room<10`, `below<200`, ...), and each budget
-reports the mean tokens per layer (slice_tokens of evals.recall_rounds).
+reports the mean tokens per layer as sent (slice_tokens of evals.recall_rounds).
 
 How it observes the ranking: the Memory's own Candidates object (one per Memory) has its
 `retrieved` and `_top` wrapped for the run (instance attributes, nothing global), which
@@ -133,7 +133,7 @@ def run(data: Path, budgets: Sequence[int], *, data_root: Path, sample_questions
                         kind, where = classify(p, shown, excerpted, order, probe.ranking)
                         counts[str(b)][str(q.qa.category)][kind] += 1
                         buckets[str(b)][str(q.qa.category)][where] += 1
-                    layers[str(b)].append(slice_tokens(ctx.plan.items))
+                    layers[str(b)].append(slice_tokens(ctx.plan))
     return {"data": str(data), "samples": [s.sample_id for s in samples], "budgets": list(budgets),
             "variant": None if variant is None else {"name": variant.name, "values": variant.values},
             "outcomes": {b: {c: dict(v) for c, v in d.items()} for b, d in counts.items()},

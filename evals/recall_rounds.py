@@ -26,7 +26,8 @@ prior.LENGTH_MAX_ROOM_TOKENS are off unless set, as the hop), then they are put 
 
 Reported per variant and budget: evidence recall pooled over every question with
 evidence, by category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
-5 adversarial), per sample, and context() p50/p99; `--baselines` adds the top-k
+5 adversarial), per sample, context() p50/p99 and the mean tokens per layer as sent
+(`slice_tokens`: Plan.slice_tokens(), the latest user message apart); `--baselines` adds the top-k
 baselines of `evals.baselines` packed into the same budgets (and the full context, which
 ignores the budget: the upper bound). Leave-one-out: for each
 sample, the variant with the best pooled recall over the other samples at that budget,
@@ -103,6 +104,7 @@ from tiermem.planner import (
     speakers,
     timeline,
 )
+from tiermem.planner.plan import Plan
 from tiermem.tiers.errors import DataFileError, ValidationError, shown, shown_key
 from tiermem.tiers.models import MAX_BUDGET_TOKENS
 
@@ -343,7 +345,7 @@ def run(data: Path, budgets: Sequence[int], variants: Sequence[Variant], *, data
                         cov = answer_covered(q.qa.answer, context_text(ctx.messages)) if q.qa.answer else None
                         if cov is not None:
                             covered[v.name][str(b)].append((*key, float(cov)))
-                        layer_tokens[v.name][str(b)].append(slice_tokens(ctx.plan.items))
+                        layer_tokens[v.name][str(b)].append(slice_tokens(ctx.plan))
         if view is not None:
             for q in qs:
                 rankings = rank_all(memory, view, q.qa.question, BASELINE_METHODS)
@@ -388,13 +390,26 @@ def context_text(messages: Sequence[dict[str, Any]]) -> str:
                      for m in messages)
 
 
-def slice_tokens(items: Sequence[Any]) -> dict[str, int]:
+# the reason the planner gives the latest user message's item (planner.build `_items`),
+# whose tokens are that message's own as sent (message_tokens of what is sent)
+LATEST_REASON = "the latest user message is always kept"
+
+
+def slice_tokens(plan: Plan) -> dict[str, int]:
     """The plan's tokens by layer (system, pinned, summary, tail, retrieved; the latest
-    user message apart), as estimated per item (the block headers are not in any item)."""
-    out: dict[str, int] = {}
-    for it in items:
-        name = "latest" if it.reason == "the latest user message is always kept" else it.slice
-        out[name] = out.get(name, 0) + it.tokens
+    user message apart, as `latest`) as sent: `Plan.slice_tokens()` (a block's header and
+    shared session headings once; the layers sum to at most the context's tokens), the
+    latest message's tokens taken out of the tail's (a message of its own, which its item
+    counts exactly). Before, the items' own counts were summed, each with what it would
+    cost alone (a session heading the block's lines share), so a block was overstated:
+    the layers could sum past the budget, and past what `explain()` and /metrics say."""
+    out = plan.slice_tokens()
+    latest = sum(it.tokens for it in plan.items if it.reason == LATEST_REASON)
+    if latest > 0:
+        tail = out.pop("tail", 0)
+        out["latest"] = min(latest, tail)  # never more than the tail sent (a scaled-down plan)
+        if tail > out["latest"]:
+            out["tail"] = tail - out["latest"]
     return out
 
 

@@ -26,7 +26,7 @@ from tiermem.planner import (
     render,
     speakers,
 )
-from tiermem.planner.plan import PlanItem
+from tiermem.planner.plan import Plan, PlanItem
 from tiermem.tiers.errors import ValidationError
 
 
@@ -124,7 +124,10 @@ def test_slice_tokens_separates_the_latest_message() -> None:
              PlanItem("tail", "c", [8], "cold", "verbatim", 10, 1.0, "recent turn"),
              PlanItem("retrieved", "c", [1], "cold", "excerpt", 12, 3.0, "x"),
              PlanItem("retrieved", "c", [2], "cold", "verbatim", 30, 2.0, "y")]
-    assert slice_tokens(items) == {"latest": 40, "tail": 10, "retrieved": 42}
+    # a plan whose blocks sent what its items say (tests/test_recall_rounds_layers_as_sent.py:
+    # a block's header and shared headings, where they differ)
+    plan = Plan("c", "q", "recall", "test", 100, tokens=92, items=items)
+    assert slice_tokens(plan) == {"latest": 40, "tail": 10, "retrieved": 42}
 
 
 @pytest.mark.parametrize(("spec", "budgets"), [
