@@ -13,6 +13,11 @@ Matching, in order of strength:
 
 1. the old value named in the correction ("not Lisbon", "instead of Postgres") appears in a turn;
 2. shared content words and entities ("Acme", "hotel", "budget"), entities weighted double;
+   where a correction names the slot it gives a value of ("the wifi password at the cabin
+   is now cedar77", "switch my seat preference to ..."), a turn matched by no more than one
+   shared word and no value of the same type must mention that slot's head noun
+   (`_named_slot`, `_slot_mentioned`; the meaning search's shared word too): "The cabin
+   was freezing last night." shares only the password's place, and is no target;
 3. a slot-style correction ("make it Wednesday") matches the most recent turn holding a value of
    the same slot type (weekday, time, a routine's part of the day, date, money, number with its
    unit, place, size, e-mail, phone, language);
@@ -1422,6 +1427,11 @@ def find_superseded(
         strong = old_score > 0 or sim_score > 0 or lex_score >= 2.0 or kind_score > 0
         if score < 1.0:
             continue
+        if not strong and not same and not _slot_mentioned(text, c.text):
+            # a word shared elsewhere than the slot the correction names ("Actually the wifi
+            # password at the cabin is now cedar77." / "The cabin was freezing last night."):
+            # the target states nothing of that slot, nor a value of its kind
+            continue
         if orphan and not strong:
             # The correction names a value no earlier turn holds ("I don't work at Acme anymore"
             # with no Acme in view): one shared word or a slot type is too weak to pin it elsewhere.
@@ -2367,6 +2377,85 @@ def _same_thing(new: Subject, old: Subject) -> bool:
     return new.head == old.head and (not (new.modifiers and old.modifiers) or bool(new.modifiers & old.modifiers))
 
 
+# A correction that names the slot it gives a value of ("the wifi password at the cabin is
+# now cedar77", "switch my seat preference to a window seat"): that slot's head noun
+# ("password", "preference") is what a target found by one shared word must mention. A word
+# the two share elsewhere in the correction, the slot's place or owner ("cabin") or a
+# modifier ("seat"), is another thing's: "The cabin was freezing last night." and "The seat
+# on the bus was broken today." state nothing of a password or a preference
+# (`_slot_mentioned`). The verbs that give a named slot its new value with "to".
+_SLOT_TO_VERBS = frozenset(("switch", "change", "set", "update", "move", "make", "bump", "raise", "lower", "reset"))
+# prepositions between a slot's noun and its verb ("the wifi password at the cabin is ...")
+_SLOT_PREPOSITIONS = frozenset(("at", "in", "on", "for", "of", "with", "from", "to"))
+MAX_SLOT_ADJUNCT_WORDS = 4  # words of such a phrase before the verb ("at the old cabin" is 4)
+
+
+@scoped_cache(TEXT_MEMO_MAX_ENTRIES)
+def _named_slot(text: str) -> tuple[str, frozenset[str]] | None:
+    """The stem of the head noun of the slot `text` gives a value of by name, with the
+    stems of the words before it that pick it ("wifi", a possessor "cabin"), or None
+    where it names none: a noun phrase opened by "the / my / our ..." that is the subject
+    of a verb of state ("my seat preference is ...", "the cabin's wifi password is now
+    ...", "the wifi password at the cabin is ...": a place or owner after a preposition is
+    no head) or the object of "switch / change / set ... to" ("switch my seat preference
+    to a window seat"). "I moved to the new flat", "it's 4 nights", "make it Wednesday"
+    name none."""
+    low = [w.lower() for w in _PHRASE_WORD.findall(text.replace("\u2019", "'"))]
+    for i, w in enumerate(low):
+        if w not in _DETERMINERS:
+            continue
+        phrase: list[str] = []
+        owners: list[str] = []
+        verb_in_word = False
+        j = i + 1
+        while j < len(low) and len(phrase) <= MAX_SUBJECT_WORDS:
+            t = low[j]
+            if t in _NEUTRAL_MODIFIERS:
+                j += 1
+                continue
+            if t.endswith("'s") and j + 1 < len(low):
+                nxt = low[j + 1]
+                if nxt[:1].isalpha() and nxt not in _STOP and nxt not in _AUXILIARIES and nxt not in _STATE_VERBS:
+                    owners.append(t[:-2])  # a possessor ("the cabin's wifi password"): the head comes after it
+                    j += 1
+                    continue
+                phrase.append(t[:-2])  # "my dog's 3 now": the verb is in the word
+                verb_in_word = True
+                break
+            if not t[:1].isalpha() or t in _STOP or t in _STATE_VERBS or t in _AUXILIARIES or t in _NOT_NAMES:
+                break
+            phrase.append(t)
+            j += 1
+        if not phrase or len(phrase) > MAX_SUBJECT_WORDS:
+            continue
+        rest = low[j:]
+        slot = (_noun_stem(phrase[-1]), frozenset(_noun_stem(w) for w in (*owners, *phrase[:-1])))
+        if verb_in_word:
+            return slot
+        if rest and rest[0] == "to" and i > 0 and low[i - 1] in _SLOT_TO_VERBS:
+            return slot
+        if rest and rest[0] in _SLOT_PREPOSITIONS and rest[0] != "to":
+            # "the wifi password at the cabin is": the verb after a short phrase of place or owner
+            rest = next((rest[k:] for k in range(1, min(len(rest), MAX_SLOT_ADJUNCT_WORDS + 2))
+                         if rest[k] in _STATE_VERBS or rest[k] in _AUXILIARIES), [])
+        if rest and (rest[0] in _STATE_VERBS or rest[0] in _AUXILIARIES):
+            return slot
+    return None
+
+
+def _slot_mentioned(text: str, target: str) -> bool:
+    """Whether `target` may hold the slot `text` gives a value of by name (`_named_slot`):
+    it mentions that slot's head noun, or `text` names none; or it tells a treatment of
+    the whole the slot is part of ("The kitchen is painted blue." / "Actually the kitchen
+    walls are green now.": `Subject.treated`, as `_subjects_fit` reads the pair), which
+    "The cabin was freezing last night." is not."""
+    slot = _named_slot(text)
+    if slot is None or slot[0] in _content(target):
+        return True
+    _head, picks = slot
+    return any(sb is not None and sb.treated and sb.head in picks for _h, sb, _t in _clauses(target))
+
+
 @scoped_cache(TEXT_MEMO_MAX_ENTRIES)
 def _clauses(text: str) -> frozenset[tuple[str | None, Subject | None, str | None]]:
     """The holder, the subject and the thing of nobody in particular (`_nobodys_thing`)
@@ -2712,7 +2801,9 @@ def _asserts_new_value(text: str, target: str) -> bool:
     if not new_vals and not new_names:
         return False
     same_slot = bool({s for s, _v in new_vals} & set(_slots(target)))
-    shared = bool(set(_content(text)) & set(_content(target)))
+    # a shared word counts where the target mentions the slot the correction names, if it
+    # names one: "the cabin" is no wifi password's (`_slot_mentioned`)
+    shared = bool(set(_content(text)) & set(_content(target))) and _slot_mentioned(text, target)
     # a name for a name ("make it La Parrilla" after "go with Bistro Verde")
     names_for_names = bool(new_names) and bool(_entities(target))
     return same_slot or shared or names_for_names
