@@ -102,6 +102,11 @@ DEFAULT_CACHE_TTL_S = 3600.0
 # planner.cache_rules.CACHEABLE_MIN_TOKENS (not imported, as above;
 # tests/test_epoch_resumed_limits.py checks)
 DEFAULT_MIN_PREFIX_TOKENS = 1024
+# tokens: the lower bound of pricing.min_prefix_tokens, the shortest prefix any provider of
+# planner.cache_rules.PROVIDERS caches (OpenAI's and Anthropic's 1,024; not imported, as above;
+# tests/test_config_min_prefix_bound.py checks). Below it a middle eviction kept a head no
+# cache takes (7 tokens at 1) and rebuilt the rest on nearly every call, all billed in full
+MIN_PREFIX_TOKENS_FLOOR = 1024
 MAX_CACHE_TTL_S = 7 * 86_400.0  # a week: far past any provider's retention
 DEFAULT_HEAD_PROTECT_TURNS = 2
 DEFAULT_TAIL_PROTECT_TURNS = 8
@@ -727,10 +732,12 @@ class Pricing(_Nested):
     input_per_mtok: float = Field(2.5, ge=0, le=MAX_PRICE_PER_MTOK_USD,
                                   description="USD per million uncached input tokens")
     cached_input_ratio: float = Field(0.1, ge=0, le=1, description="cached input price / input price")
-    min_prefix_tokens: int | None = Field(DEFAULT_MIN_PREFIX_TOKENS, ge=1, le=MAX_CONTEXT_TOKENS, description=(
+    min_prefix_tokens: int | None = Field(DEFAULT_MIN_PREFIX_TOKENS, ge=MIN_PREFIX_TOKENS_FLOOR, le=MAX_CONTEXT_TOKENS,
+                                           description=(
         "the provider/model's shortest cacheable prefix, tokens (OpenAI and most Claude models 1,024; "
-        "Claude Haiku 2,048; some newer Claude models 4,096): a session resumed after the cache expired "
-        "starts just past it instead of at 0.54 of the budget; None, every epoch starts at 0.54"))
+        "Claude Haiku 2,048; some newer Claude models 4,096; at least 1,024, the shortest any provider caches): "
+        "a session resumed after the cache expired starts just past it instead of at 0.54 of the budget; "
+        "None, every epoch starts at 0.54"))
 
     @field_validator("*", mode="before")
     @classmethod
