@@ -176,7 +176,10 @@ the turn classifier through their public methods. Its invariants:
   user turn that says again what it revises (`_restates`: the same words, or the same
   holder giving the same value of the same kind of fact), not only the one it matched
   best: "I live in Oslo." said twice, then "Actually I moved to Bergen.", leaves neither
-  saying current. Never a value superseded before, another kind, holder or thing.
+  saying current. Never a value superseded before, another kind, holder or thing, nor
+  another occasion or time: the same values both ways and the same time qualifiers
+  (`_occasion`: "My flight is at 9am today." is no saying of tomorrow's, "I lived in Oslo
+  in 2019." / "I used to live in Oslo." none of "I live in Oslo.").
 - Acknowledgements follow their source: an assistant turn shortly after a superseded
   statement that restates its value (the same slot value or name) is superseded by the
   same turn, so the echo is never presented as current either.
@@ -1685,22 +1688,71 @@ def _plain(text: str) -> str:
     return " ".join(_NOT_WORD.sub(" ", normalize(text)).split())
 
 
+# What ties a statement to one occasion or to the past, so that two statements of the same
+# value differing in it are about different things (`_restates`): a day, a date, a month
+# after a preposition ("in May", not "I may"), today / tonight / tomorrow / yesterday,
+# this / next / last week (month, year, weekend, morning, ...), a year.
+_OCCASION = re.compile(
+    rf"\b(?:{DAY_NAMES})s?\b|\b(?:in|on|since|until|by|from|of) (?:{_MONTHS})\b|\b(?:{_MONTHS})\.? \d{{1,2}}\b"
+    r"|\b\d{1,2}(?:st|nd|rd|th)\b|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b|\b(?:today|tonight|tomorrow|yesterday)\b"
+    r"|\b(?:this|next|last|coming) (?:week|weekend|month|year|morning|afternoon|evening|night|time)\b"
+    r"|\b(?:1[89]|20)\d\d\b", re.IGNORECASE)
+# A past or habitual form: "I used to live in Oslo.", "I lived in Oslo.", "I grew up in
+# Oslo.", "as a student", "when I was ...", "back then", "years ago" are what held then, no
+# saying of what holds now ("I've lived in Oslo for years" is present: not after have / has)
+_PAST = re.compile(
+    r"\bused to\b|\bgrew up\b|\bwhen (?:i|we|he|she|they) (?:was|were)\b"
+    r"|\bas an? (?:student|kid|child|teenager|teen|boy|girl)\b|\b(?:back then|back in|years ago|formerly|previously)\b"
+    r"|(?<!'ve )(?<!have )(?<!has )(?<!had )\b(?:lived|worked|resided)\b", re.IGNORECASE)
+_PAST_MARK = "past"  # the one qualifier every past or habitual form gives (`_occasion`)
+# A negation, wish, plan or condition: "I don't want to live in Oslo forever.", "I'd like to
+# live in Oslo.", "If I lived in Oslo ..." state no home, so they restate no "I live in Oslo."
+_MOOD = re.compile(
+    r"\b(?:not|never|no longer|\w+n't|cannot|want|wants|wish|hope|would|i'd|we'd|might|may|could|if|plan|"
+    r"planning|someday|maybe|like to|love to)\b", re.IGNORECASE)
+# the first person plural opening a statement: "We live in Oslo." is the household's fact,
+# no saying again of the speaker's own "I live in Oslo." (`_restates`)
+_WE = re.compile(r"^(?:we|we're|we've|we'd|we'll|our|ours|us)\b", re.IGNORECASE)
+
+
+def _occasion(text: str) -> frozenset[str]:
+    """The time qualifiers of `text` (`_OCCASION`, lower case, "Saturdays" and "tomorrow's"
+    as "saturday" and "tomorrow"; any `_PAST` form as `_PAST_MARK`) and its `_MOOD` words:
+    two statements of the same value with other qualifiers are about another occasion, the
+    past, or no fact at all."""
+    low = normalize(text).replace("\u2019", "'")
+    marks = {" ".join(m.group(0).lower().removesuffix("'s").split()) for m in _OCCASION.finditer(low)}
+    marks = {m[:-1] if m.endswith("days") else m for m in marks}
+    marks |= {" ".join(m.group(0).lower().split()) for m in _MOOD.finditer(low)}
+    return frozenset(marks | ({_PAST_MARK} if _PAST.search(low) else set()))
+
+
+def _plural_self(statement: str) -> bool:
+    """Whether `statement` opens in the first person plural ("We live in Oslo.")."""
+    return bool(_WE.match(_OPENER.sub("", statement.strip().lstrip("\"'(-* "), count=1)))
+
+
 def _restates(a: str, b: str) -> bool:
     """Whether statement `a` says again what statement `b` says: the same words, or the same
-    holder giving the same value (one's values all in the other: "I live in Oslo." and
-    "My home is in Oslo."), of the same kind of fact where either tells one ("I work in
-    Oslo." is no restatement of "I live in Oslo.", nor "I was born in Oslo."), else with
-    the same words besides the value ("The meeting is at 3pm." / "The meeting's at 3pm.",
-    never "The dentist is at 3pm."). A correction revises every current restatement of
-    what it revises (`Superseder._restated`): said twice and then corrected, neither
-    saying is current."""
+    holder ("we" is not "I") giving the same values (each one's values all in the other:
+    "I live in Oslo." and "My home is in Oslo.", not "The hotel in Rome costs $200." and
+    "The hotel costs $200.") with the same time qualifiers (`_occasion`: "My flight is at
+    9am today." is no restatement of "... 9am tomorrow.", nor "I lived in Oslo in 2019." /
+    "I used to live in Oslo." of "I live in Oslo."), of the same kind of fact where either
+    tells one ("I work in Oslo." is no restatement of "I live in Oslo.", nor "I was born
+    in Oslo."), else with the same words besides the value ("The meeting is at 3pm." /
+    "The meeting's at 3pm.", never "The dentist is at 3pm." nor, a word more on one side,
+    "The meeting with Bob is at 3pm."). A correction revises every
+    current restatement of what it revises (`Superseder._restated`): said twice and then
+    corrected, neither saying is current."""
     if _plain(a) == _plain(b):
         return True
-    if _holder(a) != _holder(b):
+    if _holder(a) != _holder(b) or _plural_self(a) != _plural_self(b) or _occasion(a) != _occasion(b):
         return False
     va, vb = _all_values(a), _all_values(b)
+    # the same values both ways: {9am} is not {9am, tomorrow}, nor {$200} {$200, Rome}
     if not va or not vb or not (all(_contains_value(b, v) for _k, v in va)
-                                or all(_contains_value(a, v) for _k, v in vb)):
+                                and all(_contains_value(a, v) for _k, v in vb)):
         return False
     ka, kb = fact_kinds(a), fact_kinds(b)
     if ka or kb:
@@ -1708,7 +1760,9 @@ def _restates(a: str, b: str) -> bool:
     values = [v for _k, v in va | vb]
     wa = {w for w in _content(a) if not any(w in v for v in values)}
     wb = {w for w in _content(b) if not any(w in v for v in values)}
-    return bool(wa) and bool(wb) and (wa <= wb or wb <= wa)
+    # both ways: a word more on one side is another thing ("the team meeting", "the
+    # meeting with Bob" are not just "the meeting")
+    return bool(wa) and wa == wb
 
 
 def _just_said(candidates: Sequence[Candidate], eligible: Sequence[Candidate], speaker: str | None, latest: bool,

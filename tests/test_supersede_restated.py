@@ -14,6 +14,12 @@ Invariants (consolidation.supersede, `_restates` / `Superseder._restated`):
   Oslo.") or another thing ("The dentist is at 3pm.") stays current, as does a saying
   after the correction.
 - A popped correction revives every saying it superseded.
+- A restatement is the same fact: the same values both ways, the same time qualifiers
+  (day, date, today / tomorrow, this / next week, a year, a past or habitual form), the
+  same words besides the value where no kind of fact is told, and no negation or wish the
+  other lacks. A second review found a84f5f5 reached further: "My flight is at 9am
+  today." was superseded by a correction of tomorrow's flight, "I lived in Oslo in 2019."
+  and "I used to live in Oslo." by "Actually I moved to Bergen." (`REACH_CASES`).
 """
 
 from __future__ import annotations
@@ -106,3 +112,58 @@ def test_a_popped_correction_revives_every_saying(engine_config: Config, embedde
         facts = {f.position: f for f in mem.facts("k")}
         assert 4 not in facts  # the popped correction is not believed
         assert [(facts[p].status, facts[p].until_position) for p in (0, 2)] == [("current", None)] * 2
+
+
+# What a84f5f5's restatement rule must not reach, and the judgement calls (second review):
+# (user turns as (speaker or None, text), for each the index of the user turn that
+# supersedes it; None: current). In each, the correction's own target (the turn before it)
+# is superseded as before; the question is only the earlier turn.
+REACH_CASES = [
+    # another occasion: today's flight is no saying of tomorrow's (before: superseded)
+    ([(None, "My flight is at 9am today."), (None, "My flight is at 9am tomorrow."),
+      (None, "Actually tomorrow's flight is at 11am.")], [None, 2, None]),
+    # this week's meeting is no saying of next week's (before: superseded)
+    ([(None, "The meeting is at 3pm this week."), (None, "The meeting is at 3pm next week."),
+      (None, "Actually next week's meeting is at 4pm.")], [None, 2, None]),
+    # the past: where the user lived in 2019 still holds (before: superseded)
+    ([(None, "I lived in Oslo in 2019."), (None, OSLO), (None, BERGEN)], [None, 2, None]),
+    # a habitual past (before: superseded)
+    ([(None, "I used to live in Oslo."), (None, OSLO), (None, BERGEN)], [None, 2, None]),
+    # a past as a student (before: superseded)
+    ([(None, "I lived in Oslo as a student."), (None, OSLO), (None, BERGEN)], [None, 2, None]),
+    # a negated wish states no home (before: superseded)
+    ([(None, "I don't want to live in Oslo forever."), (None, OSLO), (None, BERGEN)], [None, 2, None]),
+    # a word more on one side is another thing: the meeting with Bob (before: superseded)
+    ([(None, "The meeting is at 3pm."), (None, "The meeting with Bob is at 3pm."),
+      (None, "Actually the meeting with Bob is at 4pm.")], [None, 2, None]),
+    # judgement call: "the hotel" may be another trip's; the correction names Rome's, a
+    # value the first lacks, so it stays current (before: superseded)
+    ([(None, "The hotel costs $200 a night."), (None, "The hotel in Rome costs $200 a night."),
+      (None, "Actually the hotel in Rome costs $250 a night.")], [None, 2, None]),
+    # judgement call: the usual dinner time is no saying of Saturday's (before: superseded)
+    ([(None, "Dinner is at 7pm."), (None, "Dinner on Saturday is at 7pm."),
+      (None, "Actually dinner on Saturday is at 8pm.")], [None, 2, None]),
+    # judgement call: "we" is the household, and the speaker's move says nothing of the
+    # others: it stays current (before: superseded)
+    ([(None, "We live in Oslo."), (None, OSLO), (None, BERGEN)], [None, 2, None]),
+    # judgement call: an unnamed user turn may be the named speaker's (voices_may_revise
+    # reads a turn naming nobody as anyone's), the same words: superseded as before
+    ([(None, OSLO), ("alice", OSLO), ("alice", BERGEN)], [2, 2, None]),
+    # the same occasion said twice still goes with its correction
+    ([(None, "My flight is at 9am tomorrow."), (None, "My flight is at 9am tomorrow."),
+      (None, "Actually tomorrow's flight is at 11am.")], [2, 2, None]),
+    # another named speaker's saying stays current
+    ([("bob", OSLO), ("alice", OSLO), ("alice", BERGEN)], [None, 2, None]),
+]
+
+
+@pytest.mark.parametrize(("turns", "expected"), REACH_CASES)
+def test_a_restatement_is_the_same_fact(tmp_path: Path, embedder: FastEmbedder, turns: list[tuple[str | None, str]],
+                                        expected: list[int | None]) -> None:
+    with Memory(Config(data_dir=tmp_path / "data"), embedder=embedder, hot=False,
+                background_indexing=False) as mem:
+        for who, text in turns:
+            mem.append("k", {"role": "user", "content": text, **({"name": who} if who else {})})
+            mem.append("k", ACK)
+        mem.catch_up("k")
+        assert _superseded_by(mem, len(turns)) == expected
