@@ -15,9 +15,12 @@ Matching, in order of strength:
 2. shared content words and entities ("Acme", "hotel", "budget"), entities weighted double;
    where a correction names the slot it gives a value of ("the wifi password at the cabin
    is now cedar77", "switch my seat preference to ..."), a turn matched by no more than one
-   shared word and no value of the same type must mention that slot's head noun
+   shared word and no value of the same type must mention that slot's head noun, or name
+   it by its verb ("I prefer aisle seats." for a seat preference), or hold a modifier of
+   it in the speaker's own choice or habit ("I like aisle seats on flights.")
    (`_named_slot`, `_slot_mentioned`; the meaning search's shared word too): "The cabin
-   was freezing last night." shares only the password's place, and is no target;
+   was freezing last night." shares only the password's place, and is no target, nor is
+   "The seat on the bus was broken today." (a seat's state, no preference);
 3. a slot-style correction ("make it Wednesday") matches the most recent turn holding a value of
    the same slot type (weekday, time, a routine's part of the day, date, money, number with its
    unit, place, size, e-mail, phone, language);
@@ -2433,11 +2436,13 @@ def _same_thing(new: Subject, old: Subject) -> bool:
 
 # A correction that names the slot it gives a value of ("the wifi password at the cabin is
 # now cedar77", "switch my seat preference to a window seat"): that slot's head noun
-# ("password", "preference") is what a target found by one shared word must mention. A word
-# the two share elsewhere in the correction, the slot's place or owner ("cabin") or a
-# modifier ("seat"), is another thing's: "The cabin was freezing last night." and "The seat
-# on the bus was broken today." state nothing of a password or a preference
-# (`_slot_mentioned`). The verbs that give a named slot its new value with "to".
+# ("password", "preference") is what a target found by one shared word must mention, or its
+# verb ("I prefer aisle seats."), or a modifier of it ("seat") in the speaker's own choice or
+# habit ("I like aisle seats on flights."). A word the two share elsewhere in the correction,
+# the slot's place or owner ("cabin"), or a modifier as another thing's state, is another
+# thing's: "The cabin was freezing last night." and "The seat on the bus was broken today."
+# state nothing of a password or a preference (`_slot_mentioned`). The verbs that give a
+# named slot its new value with "to".
 _SLOT_TO_VERBS = frozenset(("switch", "change", "set", "update", "move", "make", "bump", "raise", "lower", "reset"))
 # prepositions between a slot's noun and its verb ("the wifi password at the cabin is ...")
 _SLOT_PREPOSITIONS = frozenset(("at", "in", "on", "for", "of", "with", "from", "to"))
@@ -2445,9 +2450,10 @@ MAX_SLOT_ADJUNCT_WORDS = 4  # words of such a phrase before the verb ("at the ol
 
 
 @scoped_cache(TEXT_MEMO_MAX_ENTRIES)
-def _named_slot(text: str) -> tuple[str, frozenset[str]] | None:
+def _named_slot(text: str) -> tuple[str, frozenset[str], frozenset[str]] | None:
     """The stem of the head noun of the slot `text` gives a value of by name, with the
-    stems of the words before it that pick it ("wifi", a possessor "cabin"), or None
+    stems of the words before it that pick it ("wifi", a possessor "cabin") and of those
+    of them in its own noun phrase, no possessor ("wifi", "seat" of "my seat preference"), or None
     where it names none: a noun phrase opened by "the / my / our ..." that is the subject
     of a verb of state ("my seat preference is ...", "the cabin's wifi password is now
     ...", "the wifi password at the cabin is ...": a place or owner after a preposition is
@@ -2483,7 +2489,8 @@ def _named_slot(text: str) -> tuple[str, frozenset[str]] | None:
         if not phrase or len(phrase) > MAX_SUBJECT_WORDS:
             continue
         rest = low[j:]
-        slot = (_noun_stem(phrase[-1]), frozenset(_noun_stem(w) for w in (*owners, *phrase[:-1])))
+        slot = (_noun_stem(phrase[-1]), frozenset(_noun_stem(w) for w in (*owners, *phrase[:-1])),
+                frozenset(_noun_stem(w) for w in phrase[:-1]))
         if verb_in_word:
             return slot
         if rest and rest[0] == "to" and i > 0 and low[i - 1] in _SLOT_TO_VERBS:
@@ -2499,15 +2506,54 @@ def _named_slot(text: str) -> tuple[str, frozenset[str]] | None:
 
 def _slot_mentioned(text: str, target: str) -> bool:
     """Whether `target` may hold the slot `text` gives a value of by name (`_named_slot`):
-    it mentions that slot's head noun, or `text` names none; or it tells a treatment of
+    it mentions that slot's head noun or names it by its verb ("I prefer aisle seats." for
+    "my seat preference"), or `text` names none; or it holds a modifier of the slot in the
+    speaker's own choice or habit (`_OWN_CHOICE`: "I like aisle seats on flights."); or it tells a treatment of
     the whole the slot is part of ("The kitchen is painted blue." / "Actually the kitchen
     walls are green now.": `Subject.treated`, as `_subjects_fit` reads the pair), which
     "The cabin was freezing last night." is not."""
     slot = _named_slot(text)
-    if slot is None or slot[0] in _content(target):
+    if slot is None:
         return True
-    _head, picks = slot
+    head, picks, modifiers = slot
+    words = _content(target)
+    if head in words or any(_names_by_verb(head, w) for w in words):
+        return True
+    if modifiers & words.keys() and _OWN_CHOICE.search(normalize(target).replace("\u2019", "'")):
+        # the slot's own modifier in the speaker's own choice or habit ("I like aisle seats
+        # on flights." / "Change my seat preference to window please."), no other thing's
+        # state ("The seat on the bus was broken today.") nor a past event ("I cooked steak")
+        return True
     return any(sb is not None and sb.treated and sb.head in picks for _h, sb, _t in _clauses(target))
+
+
+# The endings that make a noun of a verb ("preference" of "prefer", "notification" of
+# "notify", "delivery" of "deliver", "payment" of "pay"), longest first: a target naming a
+# slot by its verb ("I prefer aisle seats." for "my seat preference") mentions it
+# (`_names_by_verb`)
+_NOUN_OF_VERB_ENDINGS = ("ication", "ation", "ence", "ance", "ment", "ery", "ion", "y")
+MIN_VERB_ROOT_CHARS = 4  # a shorter root matches too many words ("pay" of "payment" is let go)
+
+
+def _names_by_verb(head: str, word: str) -> bool:
+    """Whether the stem `word` is the verb the slot's head noun `head` is made of
+    ("prefer" / "preference", "notify" / "notification", "deliver" / "delivery")."""
+    for end in _NOUN_OF_VERB_ENDINGS:
+        root = head.removesuffix(end)
+        if root != head and len(root) >= MIN_VERB_ROOT_CHARS:
+            # "notif" of "notification" and "notify"; "prefer" and "preferr" of "preferring"
+            return word.startswith(root) and len(word) - len(root) <= 2 and word != head
+    return False
+
+
+# The speaker's own choice or habit, opening a sentence ("I prefer ...", "I'd like ...",
+# "We always book ...", "I usually take ..."): a target holding the slot's modifier so
+# holds the slot ("I like aisle seats on flights." is a seat preference)
+_OWN_CHOICE = re.compile(
+    r"(?:^|[.!?]\s+)(?:(?:actually|also|so|and|oh|well|yes|yeah),?\s+)*(?:i|we)(?:'d| would)?\s+"
+    r"(?:(?:always|usually|normally|typically|generally|often|mostly|really|also|still|just|rather)\s+)*"
+    r"(?:prefer|like|love|want|need|get|receive|take|order|use|book|choose|pick|eat|drink|have|sit|keep|"
+    r"favou?r|enjoy|wear|go for|go with)s?\b", re.IGNORECASE)
 
 
 @scoped_cache(TEXT_MEMO_MAX_ENTRIES)

@@ -11,9 +11,16 @@ Invariant (consolidation.supersede, `_named_slot` / `_slot_mentioned`): where a 
 gives a value of a slot it names by a noun phrase ("the wifi password at the cabin is
 ...", "switch my seat preference to ..."), a target found by one shared word (no old value
 named, no second shared word, no name, no value of the same type) must mention the slot's
-head noun ("password", "preference"); a word of its place or owner ("cabin") or a modifier
-("seat") is another thing's. A correction that names no slot ("make it Wednesday", "I
-moved to Porto") is read as before, and so is any target with stronger evidence.
+head noun ("password", "preference"), or name it by its verb ("I prefer aisle seats."), or
+hold a modifier of it ("seat") in the speaker's own choice or habit ("I like aisle seats on
+flights."); a word of its place or owner ("cabin"), or a modifier as another thing's state
+("The seat on the bus was broken today.") or a past event ("I cooked steak last night."),
+is another thing's. A correction that names no slot ("make it Wednesday", "I moved to
+Porto") is read as before, and so is any target with stronger evidence.
+
+bc46b7f first read a modifier always as another thing's, and so lost true corrections
+("I prefer aisle seats." / "Actually, switch my seat preference to a window seat."): the
+15 rows under "true pairs lost by bc46b7f" failed on it.
 
 Fails on the code before (35a72a1): 11 of the 16 near-miss rows (the correction superseded
 the turn sharing its word). The other 5 (door code, e-mail, locker, gate code, train pass)
@@ -94,6 +101,64 @@ CASES = {
     # a value of the same type in a turn that names the slot otherwise: kept
     "password by value type": ("The cabin wifi is pinecone42.", "Actually the wifi password at the cabin is now cedar77.",
                                True),
+    # -- true pairs lost by bc46b7f (the one shared word is the slot's own modifier, or the
+    # turn names the slot by its verb): must supersede; each failed on bc46b7f --
+    # the lead's repro: "prefer" names the preference, "seats" is the slot's own "seat"
+    "prefer aisle seats": ("I prefer aisle seats.", "Actually, switch my seat preference to a window seat.", True),
+    # the lead's repro: the speaker's own liking of the slot's modifier is that preference
+    "like aisle seats": ("I like aisle seats on flights.", "Change my seat preference to window please.", True),
+    # a habit of the modifier's thing ("sit by the window seat") is the seat preference
+    "sit by window seat": ("I always sit by the window seat on trains.", "Change my seat preference to aisle.", True),
+    # the verb form with the slot stated as a noun phrase in the correction
+    "prefer window seats": ("I prefer window seats.", "Actually my seat preference is aisle now.", True),
+    # the meal preference by its verb, "meal" shared
+    "prefer vegetarian meal": ("I prefer the vegetarian meal on flights.", "Switch my meal preference to vegan.", True),
+    # the reminder preference by its verb
+    "prefer texts for reminders": ("I prefer texts for reminders.", "Change my reminder preference to email.", True),
+    # the invoice preference by its verb
+    "prefer email for invoices": ("I prefer email for invoices.", "Actually, change my invoice preference to paper.",
+                                  True),
+    # a household's preference ("we", "our")
+    "we prefer quiet room": ("We prefer the quiet room.", "Actually, switch our room preference to a sea view.", True),
+    # how often the speaker gets the newsletter is its frequency
+    "newsletter frequency": ("I get the newsletter weekly.", "Switch my newsletter frequency to monthly.", True),
+    # the channel the speaker receives alerts on
+    "alert channel": ("I receive the alerts by SMS.", "Change my alert channel to email.", True),
+    # the speaker's coffee as wanted, and as drunk, is the coffee order
+    "coffee order, want": ("I want my coffee with oat milk.", "Change my coffee order to black.", True),
+    "coffee order, drink": ("I drink my coffee black.", "Change my coffee order to a flat white.", True),
+    # the speaker's steak as liked is the steak order
+    "steak order": ("I like my steak medium rare.", "Change my steak order to well done.", True),
+    # "eggs" is the slot's own "egg"
+    "egg order": ("I like my eggs scrambled.", "Change my egg order to poached.", True),
+    # the workout slot by the speaker's preference for its time
+    "workout slot": ("I prefer morning workouts.", "Switch my workout slot to evenings.", True),
+    # -- held before bc46b7f and after: guards --
+    # a delivery address by the address's value type (no word shared)
+    "delivery address": ("Ship it to 12 Elm St.", "Actually, change my delivery address to 45 Oak Ave.", True),
+    # judgement call: the same value again is no correction, nothing of the first turn is
+    # stale, both stay current
+    "meal preference, same value": ("I eat vegetarian food.", "Switch my meal preference to vegetarian.", False),
+    # -- near misses for the modifier rule: the shared modifier names another thing's state,
+    # or a past event, or the verb form another choice: must NOT supersede --
+    # the home wifi's speed, no password
+    "wifi password / home wifi": ("My wifi at home is slow.", "Actually the wifi password at the cabin is now cedar77.",
+                                  False),
+    # a dirty train seat, no preference
+    "seat preference / train seat": ("My seat on the train was dirty.", "Change my seat preference to window please.",
+                                     False),
+    # a broken mug, no order; and the coffee at work, no order of the speaker's
+    "coffee order / mug": ("I broke my coffee mug.", "Change my coffee order to black.", False),
+    "coffee order / coffee at work": ("The coffee at work is awful.", "Change my coffee order to a flat white.", False),
+    # a steak cooked last night, no order
+    "steak order / cooked": ("I cooked steak last night.", "Change my steak order to well done.", False),
+    # reading the newsletter on the bus, not how often it comes
+    "newsletter frequency / reading": ("I read the newsletter on the bus.", "Switch my newsletter frequency to monthly.",
+                                       False),
+    # "prefer" names a preference, the beach is no meal
+    "meal preference / beach": ("I prefer the beach to the mountains.", "Switch my meal preference to vegan.", False),
+    # a theme park, no theme
+    "theme preference / theme park": ("The theme park was crowded.", "Set my theme preference to light mode.", False),
 }
 
 
