@@ -933,8 +933,10 @@ class Config(BaseSettings):
         "minutes by default), so a restart never discards a cache still warm at either; 0: never assume expiry"))
     tool_trim_tokens: int = Field(400, ge=32, le=MAX_CONTEXT_TOKENS, description="tool outputs longer than this are trimmed")
     turn_cache_mb: int = Field(DEFAULT_TURN_CACHE_MB, ge=1, le=1_000_000, description=(
-        "memory for the planner's copy of conversations' vectors and turn facts (about 1.6 MB per "
-        "1,000 turns); least recently used conversations are dropped past it"))
+        "memory for the planner's copy of conversations' vectors, keyword index and turn facts (about "
+        "2.5 MB per 1,000 turns); least recently used conversations are dropped past it, and one "
+        "needing over half of it evicts none and is kept only until another conversation's call "
+        "(a warning says the size it needs)"))
     store_plans: bool = False
     namespace_recall: bool = Field(True, description=(
         "let context() also retrieve from the other conversations of exactly the same namespace "

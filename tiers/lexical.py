@@ -58,6 +58,15 @@ IDF_FLOOR = 1e-6  # FTS5 floors a non-positive idf (a word in over half the turn
 MAX_STEM_MEMO = 200_000
 MAX_TERM_COUNT = 65_535  # a term's count within one turn is stored in 16 bits
 
+# What the index holds in memory, for the turn cache's bound (turn_cache_mb): fitted to
+# tracemalloc over support-chat indexes of 300, 2,000 and 20,000 turns (the former 6 and 120
+# counted about half: 6.9 MB counted, 13.2 MB held at 20,000 turns; scale review 2026-12-07).
+# A posting is a 4-byte turn index and a 2-byte count in arrays grown ~1/16 ahead, ~10 bytes;
+# a vocabulary entry is its str, dict slot, term id int, two list slots and two array
+# objects (64 bytes each, with a few spare rows), ~270 bytes
+POSTING_BYTES = 10
+VOCAB_ENTRY_BYTES = 270
+LENGTH_BYTES = 4  # a turn's term total, one int32
 _TOKEN = re.compile(r"[^\W_]+")  # unicode61's token characters: letters and digits
 # The same split of ASCII text, 5x faster than the regex: every byte that is not a
 # letter or digit becomes a space, then bytes.split (search_bm25 splits every match)
@@ -263,8 +272,7 @@ class LexicalIndex:
         return len(self._lengths)
 
     def nbytes(self) -> int:
-        # postings (4 + 2 bytes each), lengths, and ~120 bytes per vocabulary entry
-        return self._postings * 6 + len(self._lengths) * 4 + len(self._vocab) * 120
+        return self._postings * POSTING_BYTES + len(self._lengths) * LENGTH_BYTES + len(self._vocab) * VOCAB_ENTRY_BYTES
 
     def add(self, text: str | None) -> None:
         """Append the next turn (None: a turn without text, which matches nothing)."""

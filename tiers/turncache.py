@@ -18,7 +18,16 @@ Invariants:
   microsecond would pass; this process's own prune drops the entry.
 - A turn stored before its vector is re-read until the vector exists; until then its
   dense score is "unknown", never a stale or zero-similarity guess.
-- Bounded: past `max_bytes`, least recently used conversations are dropped.
+- Bounded: past `max_bytes`, least recently used conversations are dropped. A conversation
+  larger than `OVERSIZE_SHARE` of `max_bytes` evicts none of the others: it is kept past
+  its own call only until another conversation's call stores its entry (which drops it
+  first), so the memory held past `max_bytes` is at most that one entry, held by its
+  caller during its load anyway; the next call on it after another conversation's reads
+  it whole again (seconds at 50k turns). It used to be the newest entry kept whatever its
+  size, each load of it evicting every other conversation (a 114 MiB one against
+  turn_cache_mb=32 left the cache holding only itself, every other tenant reloading;
+  scale review of 2026-12-07). One warning per conversation per cache names
+  `turn_cache_mb` and the size it needs; `stats` counts such loads (`oversize_loads`).
 - Thread-safe: one lock guards the map of entries, held only to look up, insert and
   trim; a conversation's own lock is held while it is read from the log and derived, so
   the first call on a 20,000-turn conversation (seconds: its dates and keyword postings
@@ -48,6 +57,8 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -61,7 +72,11 @@ from tiermem.tiers.zones import UTC_NAME, Zone
 from tiermem.tiers.zones import zone as zone_named
 
 DEFAULT_TURN_CACHE_MB = 256  # the planner's in-process copy of conversations' vectors
-DEFAULT_TURN_CACHE_BYTES = DEFAULT_TURN_CACHE_MB * 1024 * 1024
+BYTES_PER_MB = 1024 * 1024
+DEFAULT_TURN_CACHE_BYTES = DEFAULT_TURN_CACHE_MB * BYTES_PER_MB
+# An entry above this share of `max_bytes` evicts no other conversation (module docstring):
+# half, so that such a conversation still leaves room for the rest of the tenants
+OVERSIZE_SHARE = 0.5
 # A conversation without session ids is cut into groups where the talk paused this long,
 # or after this many turns: the planner's session context needs some notion of episode.
 SESSION_GAP_S = 30 * 60.0
@@ -80,6 +95,7 @@ Derive = Callable[[str | None, float, Zone], tuple[tuple[float, float] | None, b
 # zones other than the cache's own whose told periods are kept per conversation: a service's
 # users of one conversation are in one or a few zones; 16 bytes a turn each
 MAX_ZONES_PER_CONVERSATION = 8
+log = logging.getLogger("tiermem.turncache")
 FactRow = tuple[int, int, int, float, str | None, bytes | None, str | None, str | None]  # pending vectors re-read per call (the rest on the next calls)
 
 
@@ -336,6 +352,10 @@ class TurnCache:
         # read across the drop (an erasure forgetting it), is handed out but not kept
         self._dropped: set[str] = set()
         self.reloads = 0
+        self.loads = 0  # conversations read whole from the log (not held here, or reloaded)
+        self.oversize_loads = 0  # of those, entries past OVERSIZE_SHARE of max_bytes
+        self._oversize: str | None = None  # the one kept entry past OVERSIZE_SHARE, if any
+        self._warned: set[str] = set()  # oversize conversations already logged (once each)
 
     def holds(self, conversation_id: str) -> bool:
         """Whether the conversation's table is kept here (its next `get` reads only the turns
@@ -375,6 +395,7 @@ class TurnCache:
                 e = None  # emptied, shrank, or pruned and re-created: reload
                 self.reloads += 1
         # read and derived outside the map's lock: other conversations' calls go on
+        loaded = e is None  # read whole from the log by this call
         if e is None:
             e = _Entry(conversation_id, self.derive, self._zone)
         ok = True
@@ -386,6 +407,7 @@ class TurnCache:
         if not ok:
             with self._lock:
                 self.reloads += 1
+            loaded = True
             e = _Entry(conversation_id, self.derive, self._zone)
             if not self._read_after(e):  # mixed dimensions in the log itself: no dense scores
                 e = _Entry(conversation_id, self.derive, self._zone)
@@ -401,9 +423,7 @@ class TurnCache:
                 self._dropped.discard(conversation_id)
                 self._entries.pop(conversation_id, None)
             else:
-                self._entries[conversation_id] = e
-                self._entries.move_to_end(conversation_id)
-                self._trim()
+                self._store(conversation_id, e, loaded)
         return e.snapshot(zoned)
 
     def _zoned(self, e: _Entry, name: str, tz: Zone) -> _Zoned:
@@ -442,24 +462,63 @@ class TurnCache:
             if len(page) < FACTS_PAGE_TURNS:
                 return True
 
+    def _store(self, conversation_id: str, e: _Entry, loaded: bool) -> None:
+        """Keep `e` as the newest entry and trim to `max_bytes`; under the map's lock.
+        `loaded`: this call read it whole from the log."""
+        size = e.nbytes()
+        oversize = size > self.max_bytes * OVERSIZE_SHARE
+        if loaded:
+            self.loads += 1
+            self.oversize_loads += oversize
+        if self._oversize is not None and self._oversize != conversation_id:
+            # another conversation needs the room: the oversize entry goes first
+            self._entries.pop(self._oversize, None)
+            self._oversize = None
+        self._entries[conversation_id] = e
+        self._entries.move_to_end(conversation_id)
+        if oversize:
+            self._oversize = conversation_id  # not counted against the others' room
+            self._warn_oversize(conversation_id, size)
+        elif self._oversize == conversation_id:
+            self._oversize = None  # the budget was raised past it (not today: fixed per cache)
+        self._trim()
+
+    def _warn_oversize(self, conversation_id: str, size: int) -> None:
+        if conversation_id in self._warned:
+            return
+        self._warned.add(conversation_id)
+        need_mb = math.ceil(size / OVERSIZE_SHARE / BYTES_PER_MB)
+        log.warning("conversation %r needs %.0f MiB of the turn cache, more than %.0f%% of turn_cache_mb=%g: it "
+                    "evicts no other conversation and is read whole from the log again on its next call after "
+                    "another conversation's (seconds for tens of thousands of turns); turn_cache_mb=%d or more "
+                    "keeps it", conversation_id, size / BYTES_PER_MB, OVERSIZE_SHARE * 100,
+                    self.max_bytes / BYTES_PER_MB, need_mb)
+
     def _trim(self) -> None:
-        total = sum(e.nbytes() for e in self._entries.values())
-        while total > self.max_bytes and len(self._entries) > 1:
-            _conv, e = self._entries.popitem(last=False)
-            total -= e.nbytes()
+        """Drop the least recently used entries past `max_bytes`, the oversize one not
+        counted (it is dropped by the next other conversation's `_store` instead)."""
+        kept = [c for c in self._entries if c != self._oversize]
+        total = sum(self._entries[c].nbytes() for c in kept)
+        for conv in kept:
+            if total <= self.max_bytes:
+                break
+            total -= self._entries.pop(conv).nbytes()
 
     def drop(self, conversation_id: str | None = None) -> None:
         """Forget one conversation, or all of them."""
         with self._lock:
             if conversation_id is None:
                 self._entries.clear()
+                self._oversize = None
                 self._dropped.update(self._conv_locks)
             else:
                 self._entries.pop(conversation_id, None)
+                if self._oversize == conversation_id:
+                    self._oversize = None
                 if conversation_id in self._conv_locks:
                     self._dropped.add(conversation_id)
 
     def stats(self) -> dict[str, int]:
         with self._lock:
             return {"conversations": len(self._entries), "bytes": sum(e.nbytes() for e in self._entries.values()),
-                    "reloads": self.reloads}
+                    "reloads": self.reloads, "loads": self.loads, "oversize_loads": self.oversize_loads}

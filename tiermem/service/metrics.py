@@ -62,7 +62,7 @@ def unhandled_counter(registry: CollectorRegistry) -> Counter:
 
 
 class StateCollector(Collector):
-    """Tier health, hot-tier evictions, salvaged rows and scheduler lag, read on scrape
+    """Tier health, hot-tier evictions, salvaged rows, the turn cache and scheduler lag, read on scrape
     (cached for METRICS_CACHE_S). It never visits the conversations' hot sets: that
     took seconds per scrape at a few thousand conversations (audit_scale), past a
     scraper's timeout as tenants grow."""
@@ -122,6 +122,22 @@ class StateCollector(Collector):
         except Exception as exc:
             log.warning("metrics: cold stats failed: %s", exc)
             up.add_metric(["cold"], 0)
+        # the planner's in-process copy of conversations (tiers/turncache.py): loads rising
+        # with conversations steady is the cache thrashing (turn_cache_mb too small)
+        turns = mem.turns.stats()
+        out.append(GaugeMetricFamily("tiermem_turn_cache_bytes",
+                                     "bytes the turn cache holds (bounded by turn_cache_mb)",
+                                     value=float(turns["bytes"])))
+        out.append(GaugeMetricFamily("tiermem_turn_cache_conversations", "conversations the turn cache holds",
+                                     value=float(turns["conversations"])))
+        for key, name, doc in (
+            ("loads", "tiermem_turn_cache_loads", "conversations this process read whole from the log"),
+            ("reloads", "tiermem_turn_cache_reloads",
+             "cached conversations read whole again (pruned and re-created, or vectors of another width)"),
+            ("oversize_loads", "tiermem_turn_cache_oversize_loads",
+             "loads of conversations larger than half of turn_cache_mb (kept only until another's call)"),
+        ):
+            out.append(CounterMetricFamily(name, doc, value=float(turns[key])))
         if mem.hot is not None:
             try:
                 hot = mem.hot.counters()
