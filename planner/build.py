@@ -425,9 +425,9 @@ class Planner:
         that `plan.timings_ms` times the whole call; without them, from this call's start.
         `pending_tokens`: what the caller sends after the context (a message not in the log
         yet, `Memory.context`): the context is planned under `budget` less them (the plan's
-        budget), its epoch keyed by `budget`. `preview=True`: planned as a recorded call is
-        (a first context leaves the new epoch's reserve), the epoch not advanced (`record`
-        is then ignored): what the agent's next recorded call gets, shown without changing it."""
+        budget), its epoch keyed by `budget`. `preview=True`: planned as a recorded call is,
+        the epoch not advanced (`record` is then ignored): what the agent's next recorded
+        call gets, shown without changing it."""
         t0 = started if started is not None else time.perf_counter()
         self.statements.begin()
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:

@@ -1655,10 +1655,11 @@ class Memory:
         exact token count (never above `budget`) and the plan that says why. `record=False`:
         a what-if plan (a recall eval's fresh context) that neither advances the prompt-cache
         epoch nor lands in the plans table, so the agent's next call sees no difference;
-        planned as no next call extends it (a conversation's first context fills the room).
-        `preview=True` (the inspector's "what the agent would get now"): planned exactly as
-        this call recorded would be (a first context leaves the new epoch's reserve), while
-        storing nothing, as `record=False` (whatever `record` says). `timezone`:
+        planned as the recorded call would be. `preview=True` (the inspector's "what the
+        agent would get now"): planned exactly as this call recorded would be, while storing
+        nothing (whatever `record` says); today planned as `record=False` is, kept as its own
+        argument so that a rule that plans a recorded call differently (84bd649, reverted)
+        shows in the preview. `timezone`:
         the user's IANA zone for this call (None: `Config.timezone`): the calendar of the
         days turns tell of and the query names, and the clock of the dates shown; a change
         from the previous call's starts a new prompt-cache epoch. `pending_tokens`: what the
