@@ -502,25 +502,40 @@ _PLEASE = re.compile(r"\bplease\b|\bpls\b")
 # anyone later, yet "no need to <verb>" reads as _MODAL_DIRECTIVE (the subject "no") and
 # "don't <verb>" as _CONSTRAINT, so it was pinned at the constraint priority (85). Only
 # the formula as the whole turn counts (`fullmatch` of the normalized turn): a "please"
-# beside "no need" (not "please don't ...": that asks), a closing "." or "!", and what the
-# thanks or apology was for from a closed list (_COURTESY_FOR). Anything more is judged
-# as before, an order where it reads as one: "Don't apologize for errors.", "Please don't
-# mention it.", "Don't mention it, it's a secret.", "Don't thank me, and never use
-# emojis.", "No need to thank me every time." (a taking out of the formula from a longer
-# turn, 226c27a, un-pinned those).
+# beside "no need" (not "please don't ...": that asks) or a lead that answers a thanks
+# (_COURTESY_LEAD), what the thanks or apology was for from a closed list
+# (_COURTESY_FOR), a trailing adverb of emphasis (_COURTESY_ADVERB), and a closing ".",
+# "!" or emoticon (_COURTESY_END). Anything more is judged as before, an order where it
+# reads as one: "Don't apologize for errors.", "Please don't mention it.", "Don't mention
+# it, it's a secret.", "Don't thank me, and never use emojis.", "No need to thank me every
+# time." (a taking out of the formula from a longer turn, 226c27a, un-pinned those).
 _COURTESY_ACT = (
     r"(?:thank (?:me|us)|apologi[sz]e|say (?:sorry|thanks|thank you)|be sorry|feel (?:bad|sorry|guilty)"
     r"|worry(?: about (?:it|that|me|us))?|rush|hurry)"
 )
+# one lead before the formula ("Oh, no need to thank me!", "You're welcome! No need to
+# thank me."); "oh please, ..." is no lead (a please after it: judged as before)
+_COURTESY_LEAD = r"(?P<lead>(?:oh|aw|hey|not at all|you're welcome|youre welcome|no worries)[,.!]* )"
 # what the thanks or apology was for: the one just made, never a kind of thing ("for
-# errors", "for delays in future replies", "for my questions" are standing wishes)
-_COURTESY_FOR = r"(?: for (?:that|this|it|the (?:delay|wait|trouble|confusion)))?"
-_COURTESY_END = r"(?:\s*[.!])*"
+# errors", "for delays in future replies", "for my questions" are standing wishes): a
+# determiner and one or two words naming a delay or a slip
+_COURTESY_SLIP = (
+    r"(?:(?:little |small |long )?(?:delay|wait|trouble|confusion|mess|typo|hassle|mix-?up|mix up)"
+    r"|(?:late|slow) (?:reply|response|answer))"
+)
+_COURTESY_FOR = r"(?: for (?:that|this|it|(?:the|my|this|that) " + _COURTESY_SLIP + r"))?"
+# emphasis, not when or how often ("at all", "really"; "ever", "every time" are not here)
+_COURTESY_ADVERB = r"(?:,? (?:at all|really|honestly|though|seriously|either|on my account))*"
+# a closing ".", "!", a text emoticon (lower-cased: ":d") or an emoji with its modifiers
+_COURTESY_EMOTICON = r"(?:[:;]-?[)(dp]|<3|\^\^|[\U0001F300-\U0001FAFF\u2600-\u27BF\uFE0F\u200D])"
+_COURTESY_END = r"(?:\s*(?:[.!]|" + _COURTESY_EMOTICON + r"))*"
 _COURTESY = re.compile(
-    r"(?:please,? )?(?:(?:there's |there is )?no need (?:to |for you to )" + _COURTESY_ACT
+    r"(?:" + _COURTESY_LEAD + r"|please,? (?=no |there))?"
+    r"(?:(?:(?:there's |there is )?no need (?:to |for you to )" + _COURTESY_ACT
     + r"|no (?:need for )?(?:thanks|apologies|apology) (?:needed|necessary|required))"
-    + _COURTESY_FOR + r"(?:,? please)?" + _COURTESY_END
-    + r"|(?:don't|do not|dont) (?:thank (?:me|us)|apologi[sz]e|mention it|be sorry)" + _COURTESY_FOR + _COURTESY_END
+    + _COURTESY_FOR + _COURTESY_ADVERB + r"(?:,? please)?"
+    + r"|(?:don't|do not|dont) (?:thank (?:me|us)|apologi[sz]e|mention it|be sorry)" + _COURTESY_FOR
+    + r")" + _COURTESY_END
 )
 
 
@@ -956,8 +971,14 @@ _OPINION_LEAD = re.compile(r"i (?:bet|believe|agree|understand|can|hope|wish|gue
 def _chitchat_or_statement(norm: str, role: str) -> tuple[str, str]:
     """Decide between chitchat and statement by weighing social cues against factual content."""
     words = _words(norm)
-    if _COURTESY.fullmatch(norm) is not None:
-        # the whole turn a courtesy formula ("no need to thank me"): small talk
+    courtesy = _COURTESY.fullmatch(norm)
+    if courtesy is not None:
+        # the whole turn a courtesy formula ("no need to thank me"): small talk; a lead that
+        # is small talk itself ("no worries, ...", "hey, ...") names it, as before the lead
+        # was read here
+        social_lead = _SOCIAL.search(courtesy.group("lead") or "")
+        if social_lead is not None:
+            return "chitchat", f"rule:social '{social_lead.group(0)}'"
         return "chitchat", f"rule:courtesy '{norm.rstrip(' .!')}'"
     social = [m.group(0) for m in _SOCIAL.finditer(norm)]
     facts = [m.group(0) for m in _FACT.finditer(norm)]

@@ -5,8 +5,10 @@
 instructions at the constraint priority (85), so the pinned block carried a line that orders
 nothing, ahead of real standing orders, and moved the pin version (a new pinned block and a
 prompt-cache miss). The formula is small talk now where it is the whole turn (a "please"
-beside "no need", a closing "." or "!", and a closed list after "for": that, this, it, the
-delay, the wait, the trouble, the confusion); anything more is judged as before, so a
+beside "no need" or one lead such as "oh," or "you're welcome!", a closed list after "for":
+that, this, it, or the/my/this/that and a delay or slip such as "the mix-up" or "the late
+reply", an adverb of emphasis such as "at all" or "really", a closing "." or "!" or
+emoticon); anything more is judged as before, so a
 standing wish about the agent's manners ("Don't apologize for errors.", "Please don't
 mention it.") and "No need to cc my manager from now on." still pin.
 
@@ -15,6 +17,9 @@ priority 85 (or none but small talk), and the end-to-end test's pinned block hel
 to thank me.". Fails on 226c27a: the reviewer's table of orders it un-pinned (it took the
 formula out of a longer turn and judged the rest alone: "Don't apologize for errors.",
 "Don't thank me, and never use emojis." were small talk) and the longer turns' rows.
+Fails on cb43dc9: the reviewer's whole turns with a lead, an adverb, an emoticon or a slip
+after "for" ("Oh, no need to thank me!", "No need to thank me at all.", "No need to thank me
+:)", "No need to apologize for the mix-up.") were instructions at 85 again.
 """
 
 from __future__ import annotations
@@ -59,6 +64,23 @@ BUDGET = 600
     # reassurance
     "No need to worry.",
     "No need to rush.",
+    # the reviewer's whole turns that cb43dc9 pinned again (modal directive at 85)
+    # a lead that answers a thanks or an apology
+    "Oh, no need to thank me!",
+    "Hey, no need to apologize.",
+    "You're welcome! No need to thank me.",
+    "Not at all, no need to thank me.",
+    # an adverb of emphasis after it
+    "No need to thank me at all.",
+    "No need to apologize, really.",
+    "No need to apologise on my account.",
+    # a closing emoticon or emoji
+    "No need to thank me :)",
+    "No need to thank me \N{SMILING FACE WITH SMILING EYES}",
+    # a delay or slip after "for": determiner + one or two words from the closed list
+    "No need to apologize for the mix-up.",
+    "No need to apologize for the late reply.",
+    "No need to apologise for the long wait!",
 ])
 def test_a_courtesy_is_not_pinned(text: str) -> None:
     label = CLASSIFY.classify(text, "user")
@@ -117,6 +139,17 @@ def test_a_courtesy_is_not_pinned(text: str) -> None:
     ("Don't thank me at the end of every message.", PRIORITY["constraint"]),
     ("Never apologize.", PRIORITY["constraint"]),
     ("Don't apologise in your answers.", PRIORITY["constraint"]),
+    # the lead, adverbs and the "for" list of the reviewer's courtesies leave orders alone
+    # a plural kind of delay, or when: a standing wish
+    ("Don't apologize for the delays in future replies.", PRIORITY["constraint"]),
+    ("No need to apologize for the delay in future.", PRIORITY["constraint"]),
+    # a thing that is no delay or slip after the determiner
+    ("No need to apologize for the length of your answers.", PRIORITY["constraint"]),
+    # a lead, then more than the formula
+    ("Hey, don't mention it to anyone.", PRIORITY["constraint"]),
+    ("Oh, no need to thank me every time.", PRIORITY["constraint"]),
+    # "ever" is when, not emphasis
+    ("No need to apologize, ever.", PRIORITY["constraint"]),
 ])
 def test_a_standing_instruction_is_still_pinned(text: str, priority: int) -> None:
     label = CLASSIFY.classify(text, "user")
