@@ -1392,9 +1392,15 @@ def find_superseded(
     choice = _choice_only(text)
     of_it = bool(_IT_VALUE.match(norm))
     noun = _retracted_noun(_cue_text(norm))  # "the lunch": no sushi for 8pm (`_meal_fits`)
+    # the occasion the correction is about ("Actually Friday's meeting is at 4pm."): it
+    # revises no statement of another named occasion ("The team meeting on Monday is at 3pm."),
+    # however close in words and meaning
+    about = _qualifying_occasions(text)
     for c in eligible:
         if not _choice_fits(choice, c.text, c.intent):
             continue  # a change of mind about the trip: not "I live in Porto"
+        if about and (told := _named_occasions(c.text)) and not about & told:
+            continue
         if noun is not None and not _meal_fits(noun, c.text):
             continue
         why: list[str] = []
@@ -1724,10 +1730,42 @@ def _occasion(text: str) -> frozenset[str]:
     two statements of the same value with other qualifiers are about another occasion, the
     past, or no fact at all."""
     low = normalize(text).replace("\u2019", "'")
-    marks = {" ".join(m.group(0).lower().removesuffix("'s").split()) for m in _OCCASION.finditer(low)}
-    marks = {m[:-1] if m.endswith("days") else m for m in marks}
+    marks = set(_named_occasions(low))
     marks |= {" ".join(m.group(0).lower().split()) for m in _MOOD.finditer(low)}
     return frozenset(marks | ({_PAST_MARK} if _PAST.search(low) else set()))
+
+
+def _named_occasions(text: str) -> frozenset[str]:
+    """The occasions `text` names (`_OCCASION`, lower case, "Saturdays" and "tomorrow's" as
+    "saturday" and "tomorrow"): the time qualifiers of `_occasion` without mood or past."""
+    low = normalize(text).replace("\u2019", "'")
+    marks = {" ".join(m.group(0).lower().removesuffix("'s").split()) for m in _OCCASION.finditer(low)}
+    return frozenset(m[:-1] if m.endswith("days") else m for m in marks)
+
+
+# A correction that moves a thing to another occasion ("make it Wednesday", "moved to
+# Friday", "on Tuesday, not Monday", "reschedule ... for tomorrow"): the occasion it names
+# is then its new value, not the occasion it is about (`_qualifying_occasions`)
+_OCCASION_MOVE = re.compile(
+    r"\b(?:make it|not|instead|rather than|mov(?:e|es|ed|ing)|chang(?:e|es|ed|ing)|switch\w*|swap\w*|"
+    r"reschedul\w*|push\w*|postpon\w*|bring|brought|shift\w*|to)\b")
+# the slots that name an occasion (`_slots`): a correction with a value besides them (a
+# time, a price, a place) names its occasion as a qualifier of that value
+_OCCASION_SLOTS = frozenset(("weekday", "date"))
+
+
+def _qualifying_occasions(text: str) -> frozenset[str]:
+    """The occasions a correction is about, not to: "Actually Friday's meeting is at 4pm." is
+    about Friday's (a possessive occasion always qualifies), so is "The meeting on Friday is
+    at 4pm." (another value given, no move); "Actually make it Wednesday." and "The meeting
+    moved to Friday at 4pm." name their new occasion, so none (empty)."""
+    low = normalize(text).replace("\u2019", "'").lower()
+    possessive = frozenset(m.group(0).removesuffix("'s") for m in _OCCASION.finditer(low) if m.group(0).endswith("'s"))
+    if possessive:
+        return _named_occasions(" ".join(possessive))
+    if _OCCASION_MOVE.search(low) or not set(_slots(text)) - _OCCASION_SLOTS:
+        return frozenset()
+    return _named_occasions(low)
 
 
 def _plural_self(statement: str) -> bool:
@@ -2098,6 +2136,9 @@ _PARTY_NAMED = re.compile(r"^(?i:my|our)\s+([A-Za-z-]+)\s+([A-Z][a-z]+)(?:'s)?\b
 _NOT_NAMES = frozenset(("the", "this", "that", "these", "those", "it", "there", "here", "what", "which", "our",
                         "my", "your", "we", "they", "he", "she", "let", "please", "make", "change", "switch",
                         "move", "from", "starting", "as", "not", "no", "on", "in", "at", "for", "after", "before"))
+# the occasions a capitalised possessive may name ("Friday's meeting", "Today's call"): when
+# the thing is, never whose (`_holder`: no person "Friday" holds the meeting)
+_OCCASION_WORDS = frozenset((*DAY_NAMES.split("|"), "today", "tonight", "tomorrow", "yesterday"))
 # a cut starts at the first space of its run, or at its mark right after the cut before (which
 # took the spaces), and keeps the spaces it took: searched from each space of a long run,
 # "\s*" backtracked over the rest of it, n squared (as statements._JOIN)
@@ -2138,7 +2179,8 @@ def _holder(statement: str) -> str | None:
     if not text:
         return None
     name = _NAME_SUBJECT.match(text)
-    if name and name.group(1).lower() not in _NOT_NAMES and name.group(1).lower() not in _STOP:
+    if name and name.group(1).lower() not in _NOT_NAMES and name.group(1).lower() not in _STOP \
+            and name.group(1).lower() not in _OCCASION_WORDS:
         return NAMED_PREFIX + name.group(1).lower()  # a person, or a thing: may_revise decides
     words = _WORD_RE.findall(text.lower().replace("\u2019", "'"))
     if not words:
