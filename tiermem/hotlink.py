@@ -148,6 +148,7 @@ from tiermem.tiers.errors import (
 )
 from tiermem.tiers.files import storage_problem
 from tiermem.tiers.hot import (
+    SUMMARY_DEMOTED_LISTED,
     AdmitResult,
     HotSet,
     HotTier,
@@ -1052,6 +1053,7 @@ class HotLink:
         births = self.cold.created_times(namespace)
         tokens = members = pins = evictions = overflow = 0
         demoted: dict[str, list[int]] = {}
+        demoted_counts: dict[str, int] = {}
         behind: list[str] = []
         try:
             # counts only, pipelined: reading each whole set renewed its idle TTL (a
@@ -1073,7 +1075,10 @@ class HotLink:
                 evictions += hs.evictions
                 overflow += hs.overflow_tokens
                 if hs.demoted:
+                    # a long conversation's demoted pins number in the thousands: stats
+                    # list at most SUMMARY_DEMOTED_LISTED of them and count them all
                     demoted[conv] = hs.demoted
+                    demoted_counts[conv] = hs.demoted_count
             if births:  # else Redis said nothing: no sign that it is back
                 self._ok(wrote=False)
         except REDIS_ERRORS as exc:
@@ -1086,6 +1091,8 @@ class HotLink:
         out.update({"tokens": tokens, "members": members, "pins": pins, "evictions": evictions,
                     "overflow_tokens": overflow,
                     "demoted_pins": {names[k]: v for k, v in demoted.items() if k in names},
+                    "demoted_pin_counts": {names[k]: v for k, v in demoted_counts.items() if k in names},
+                    "demoted_pins_listed_max": SUMMARY_DEMOTED_LISTED,
                     "pins_behind": sorted(names[k] for k in behind if k in names)})
         return out
 

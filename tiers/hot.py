@@ -129,7 +129,12 @@ Key layout per conversation, tag T = `{tm:<escaped id>}`:
   T:t     hash  position -> token count
   T:p     hash  position -> payload text (the caller's rendering of the turn)
   T:pin   hash  pinned member position -> priority (absent: not pinned)
-  T:d     hash  demoted position -> tokens
+  T:d     hash  demoted position -> tokens (every pin pushed out and not back nor unpinned
+                since: it grows with the conversation, not the budget, so the append
+                script never reads or rewrites it whole: it takes the count and tokens from
+                the meta while the count stamp holds, checks the size by HLEN, reads an
+                entry by HGET and changes entries by HSET/HDEL; stats read its size and one
+                HSCAN page, SUMMARY_DEMOTED_LISTED)
   T:ps    hash  generation -> the stamp of its last pin or unpin (outlives the set)
 A member's record is thus split over T:t, T:p and T:pin: an admit loads only the
 ordered positions and the pins, never the texts nor every member's record; that halved
@@ -196,7 +201,11 @@ COUNT_STAMP_FIELDS = ("last", "total", "evictions", "demoted_tokens")
 # and what tells whether they still hold
 SUMMARY_META_FIELDS = ("gen", "total", "evictions", "overflow", "members", "pins", "demoted_pins", "counted",
                        "last", "demoted_tokens")
-SUMMARY_REPLIES = 8  # a set's replies in `summaries`' pipeline: meta, four keys' sizes, pin stamps
+SUMMARY_REPLIES = 9  # a set's replies in `summaries`' pipeline: meta, five keys' sizes, demoted sample, pin stamps
+# Demoted positions a summary lists per set (stats): the demoted hash grows with the
+# conversation, so a summary reads its size (HLEN) and one HSCAN page of about this many
+# entries, never the whole hash; it lists the lowest positions of that page, at most this many.
+SUMMARY_DEMOTED_LISTED = 20
 MS_PER_S = 1000
 MAX_IDLE_TTL_S = 365 * 86_400  # a hot set idle for a year is rebuilt from the log, if ever used again
 # The shortest idle TTL in ms: Redis counts whole ms, and a TTL of 0 in the scripts means
@@ -392,18 +401,46 @@ if #praw > 0 then
     end
   end
 end
-local demoted, dtokens, n_demoted, demoted_dirty = {}, 0, 0, false
-local draw = redis.call('HGETALL', d_key)
-for i = 1, #draw, 2 do
-  local t = tonumber(draw[i + 1])
-  demoted[tonumber(draw[i])] = t
-  dtokens = dtokens + t
-  n_demoted = n_demoted + 1
+-- The demoted hash grows with the conversation (every pin ever pushed out stays in it
+-- until it is unpinned or comes back), not with the budget: it is never read whole here.
+-- Its count and tokens come from the meta while the count stamp holds (this version's
+-- writes keep them), a single entry is read when an op may undemote it (HGET, cached in
+-- `demoted`), and only the entries that change are written (HSET/HDEL). A set whose
+-- stamp does not hold (written before the counts, or since by a version before them)
+-- is read whole once, as before; the write restamps it.
+local demoted, dtokens, n_demoted = {}, 0, 0
+local d_all = true  -- whether `demoted` holds every entry (else absent means not read yet)
+local d_changed = {}  -- position -> tokens (HSET) or false (HDEL)
+local d_stamped = exists and meta.counted ~= nil and tonumber(meta.demoted_pins or '') ~= nil
+  and tonumber(meta.demoted_tokens or '') ~= nil
+  and meta.counted == count_stamp(meta.last, meta.total, meta.evictions, meta.demoted_tokens)
+if d_stamped then
+  n_demoted, dtokens, d_all = tonumber(meta.demoted_pins), tonumber(meta.demoted_tokens), false
+  -- A demoted hash that maxmemory evicted on its own leaves no member without its record:
+  -- only its size against the meta's count tells (O(1))
+  if redis.call('HLEN', d_key) ~= n_demoted then return stale('inconsistent') end
+elseif exists then
+  local draw = redis.call('HGETALL', d_key)
+  for i = 1, #draw, 2 do
+    local t = tonumber(draw[i + 1])
+    demoted[tonumber(draw[i])] = t
+    dtokens = dtokens + t
+    n_demoted = n_demoted + 1
+  end
 end
--- A pin or demoted hash that maxmemory evicted on its own leaves no member without its
--- record: only the meta's counts tell (a set that went on without them would evict its pins)
+-- A pin hash that maxmemory evicted on its own: as the demoted hash above (a set that went
+-- on without it would evict its pins)
 if counted and (tonumber(meta.pins) ~= n_pins or tonumber(meta.demoted_pins) ~= n_demoted) then
   return stale('inconsistent')
+end
+-- the tokens of demoted pin p, or nil when p is not demoted
+local function demoted_of(p)
+  local t = demoted[p]
+  if t ~= nil or d_all or n_demoted == 0 then return t end
+  t = tonumber(redis.call('HGET', d_key, p))
+  demoted[p] = t
+  if t == nil then demoted[p] = false end
+  return t
 end
 
 local added, removed, pin_dirty, newpay = {}, {}, {}, {}
@@ -461,12 +498,12 @@ local function remove_at(i)
 end
 
 local function undemote(p)
-  local t = demoted[p]
+  local t = demoted_of(p)
   if t then
-    demoted[p] = nil
+    demoted[p] = false
     dtokens = dtokens - t
     n_demoted = n_demoted - 1
-    demoted_dirty = true
+    d_changed[p] = false
   end
 end
 
@@ -547,7 +584,7 @@ local function enforce()
       demoted[p] = t
       dtokens = dtokens + t
       n_demoted = n_demoted + 1
-      demoted_dirty = true
+      d_changed[p] = t
       dem_out[#dem_out + 1] = p
     else
       break
@@ -576,7 +613,10 @@ for k, ps, ts, pns, prs in string.gmatch(ops, '(%a)(%d+),(%-?%d+),([01]),(%-?%d+
       if check and last == stored_last and last >= 0 and prev_tip ~= '' and (meta.tip or '') ~= prev_tip then
         return stale('diverged')
       end
-      undemote(p)
+      -- a position past the last admitted one was never a member, so never demoted:
+      -- looked up only where the whole hash is in hand (a rebuild's replay admits
+      -- thousands of turns per call, and must not send a command per turn)
+      if d_all then undemote(p) end
       insert(p, t, pns == '1' and pr or nil)
       newpay[p] = payload
       last = p
@@ -694,15 +734,18 @@ if #targs > 0 then call_chunked('HSET', t_key, targs) end
 if #pargs > 0 then call_chunked('HSET', p_key, pargs) end
 if #pin_del > 0 then call_chunked('HDEL', pin_key, pin_del) end
 if #pin_set > 0 then call_chunked('HSET', pin_key, pin_set) end
-if demoted_dirty then
-  redis.call('DEL', d_key)
-  local dargs = {}
-  for p, t in pairs(demoted) do
-    dargs[#dargs + 1] = p
-    dargs[#dargs + 1] = t
+-- only the demoted entries this call changed (the hash is never rewritten whole)
+local d_set, d_del = {}, {}
+for p, t in pairs(d_changed) do
+  if t then
+    d_set[#d_set + 1] = p
+    d_set[#d_set + 1] = t
+  else
+    d_del[#d_del + 1] = p
   end
-  if #dargs > 0 then call_chunked('HSET', d_key, dargs) end
 end
+if #d_del > 0 then call_chunked('HDEL', d_key, d_del) end
+if #d_set > 0 then call_chunked('HSET', d_key, d_set) end
 local overflow = total - budget
 if overflow < 0 then overflow = 0 end
 -- Without flag g (a rebuild's later chunks) the stored generation stays.
@@ -970,10 +1013,13 @@ class HotSummary:
     pins: int
     evictions: int
     overflow_tokens: int
+    # up to SUMMARY_DEMOTED_LISTED demoted positions, ascending (all of them when
+    # `demoted_count` is no more than that; else a sample of one HSCAN page)
     demoted: list[int]
     # a pin or unpin reached Redis that the set has not seen (HotSet.pins_behind): its
     # counts are not the log's pins until its next read rebuilds it
     pins_behind: bool = False
+    demoted_count: int = 0  # every demoted pin of the set (HLEN of its demoted hash)
 
 
 # What a Redis Cluster client that reached no node raises (redis-py builds the topology
@@ -1552,12 +1598,13 @@ class HotTier:
                 pipe.hlen(t)
                 pipe.hlen(p)
                 pipe.hlen(pin)
-                pipe.hkeys(d)
+                pipe.hlen(d)
+                pipe.hscan(d, 0, count=SUMMARY_DEMOTED_LISTED)  # (cursor, {position: tokens})
                 pipe.hget(meta, "pinstamp")
                 pipe.hgetall(self.stamp_key(conv))  # generation -> stamp: one entry a generation
             replies = pipe.execute()
             for j, conv in enumerate(chunk):
-                fields, members, tokens, payloads, pins, demoted, set_stamp, stamps = \
+                fields, members, tokens, payloads, pins, n_demoted, (_, demoted), set_stamp, stamps = \
                     replies[SUMMARY_REPLIES * j:SUMMARY_REPLIES * (j + 1)]
                 gen, total, evictions, overflow = fields[:4]
                 counts = {name: _text(value) for name, value in zip(SUMMARY_META_FIELDS, fields, strict=True)
@@ -1565,13 +1612,14 @@ class HotTier:
                 # no meta: no set; fewer token counts or texts than members, or fewer of
                 # them than the meta counts: partly lost (maxmemory evicted a key), as
                 # good as gone, as `read` says
-                if gen is None or not members == tokens == payloads or not _whole(counts, members, pins, len(demoted)):
+                if gen is None or not members == tokens == payloads or not _whole(counts, members, pins, n_demoted):
                     continue
                 try:
                     latest = {_text(k): _text(v) for k, v in stamps.items()}.get(_text(gen), "")
                     out[conv] = HotSummary(_text(gen), int(total), int(members), int(pins), int(evictions),
-                                           int(overflow), sorted(int(x) for x in demoted),
-                                           pins_behind=_text(set_stamp or "") != latest)
+                                           int(overflow), sorted(int(x) for x in demoted)[:SUMMARY_DEMOTED_LISTED],
+                                           pins_behind=_text(set_stamp or "") != latest,
+                                           demoted_count=int(n_demoted))
                 except (TypeError, ValueError):
                     continue
         return out

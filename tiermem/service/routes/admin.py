@@ -42,7 +42,7 @@ from tiermem.tiers.models import ErasureReport
 # what /v1/stats shows of each part of Memory.stats (the rest is internal)
 COLD_STATS = ("conversations", "messages", "pending_embeddings")
 HOT_STATS = ("healthy", "backend", "tokens", "members", "pins", "evictions", "overflow_tokens", "demoted_pins",
-             "pins_behind")
+             "demoted_pin_counts", "demoted_pins_listed_max", "pins_behind")
 SCHEDULER_STATS = ("running", "interval_s", "lag_turns", "lag_seconds")
 # of those, the figures computed over this namespace's views only (`namespace_lag`)
 NAMESPACE_LAG_STATS = ("lag_turns", "lag_seconds")
