@@ -2550,7 +2550,9 @@ def _slot_mentioned(text: str, target: str) -> bool:
     """Whether `target` may hold the slot `text` gives a value of by name (`_named_slot`):
     it mentions that slot's head noun or names it by its verb ("I prefer aisle seats." for
     "my seat preference"), or `text` names none; or it holds a modifier of the slot in the
-    speaker's own choice or habit (`_OWN_CHOICE`: "I like aisle seats on flights."); or it tells a treatment of
+    speaker's own choice or habit (`_OWN_CHOICE`: "I like aisle seats on flights.") or as the
+    speaker's own subject in the present tense (`_own_modifier_subject`: "My seat is an aisle
+    seat."); or it tells a treatment of
     the whole the slot is part of ("The kitchen is painted blue." / "Actually the kitchen
     walls are green now.": `Subject.treated`, as `_subjects_fit` reads the pair), which
     "The cabin was freezing last night." is not."""
@@ -2566,6 +2568,8 @@ def _slot_mentioned(text: str, target: str) -> bool:
         # on flights." / "Change my seat preference to window please."), no other thing's
         # state ("The seat on the bus was broken today.") nor a past event ("I cooked steak")
         return True
+    if _own_modifier_subject(target, modifiers):
+        return True  # "My seat is an aisle seat." / "Switch my seat preference to window."
     return any(sb is not None and sb.treated and sb.head in picks for _h, sb, _t in _clauses(target))
 
 
@@ -2596,6 +2600,39 @@ _OWN_CHOICE = re.compile(
     r"(?:(?:always|usually|normally|typically|generally|often|mostly|really|also|still|just|rather)\s+)*"
     r"(?:prefer|like|love|want|need|get|receive|take|order|use|book|choose|pick|eat|drink|have|sit|keep|"
     r"favou?r|enjoy|wear|go for|go with)s?\b", re.IGNORECASE)
+
+# The slot's modifier as the subject the speaker holds, with a verb in the present tense:
+# "my/our <modifier>" ("My seat is an aisle seat.", "My alerts go to SMS.", "My seat on
+# flights is always the aisle.": a place after it only as a bare plural, a habit, never "on
+# the bus"), "I'm on the <modifier>" ("I'm on the monthly plan.") or a bare plural
+# ("Notifications should go to my phone."). A past tense ("My seat on the train was
+# dirty."), a state or a place after the verb ("My seat is broken.", "Our room is on the
+# third floor."), "I'm on the bus" (a kind word before the noun is asked: "monthly plan")
+# or another noun after the modifier ("My internet provider is Comcast." for "my internet
+# plan") is no statement of the slot (`_own_modifier_subject`).
+_PRESENT_AFTER_SUBJECT = (r"(?:\s+(?:always|usually|normally|typically|generally|often|mostly|still|now|"
+                          r"should|must|will|can)\b)*\s+(?:is|are|come|comes|go|goes|arrives?|gets?|be)\b"
+                          # a state or a place, no value: "is broken", "is getting cold", "is on the third floor"
+                          r"(?!\s+(?:[a-z]+ing|[a-z]+ed|broken|on|in|at|under|near|behind)\b)")
+_OWN_SUBJECT = re.compile(
+    r"(?:^|[.!?]\s+)(?:(?:actually|also|so|and|oh|well|yes|yeah),?\s+)*(?:"
+    r"(?:my|our)\s+(?:(?:current|usual|regular|default)\s+)?(?P<own>[a-z]+)"
+    r"(?:\s+(?:on|at|for|in|with)\s+[a-z]+s)?" + _PRESENT_AFTER_SUBJECT + r"|"
+    r"(?:i'm|i am|we're|we are)\s+on\s+(?:the|a|an|my|our)\s+(?:[a-z-]+\s+){1,2}(?P<on>[a-z]+)\s*(?:[.!?,;]|$)|"
+    r"(?P<bare>[a-z]+s)" + _PRESENT_AFTER_SUBJECT + r")", re.IGNORECASE)
+
+
+def _own_modifier_subject(target: str, modifiers: frozenset[str]) -> bool:
+    """Whether `target` states the slot's modifier (a stem of `modifiers`) as the speaker's
+    own subject in the present tense (`_OWN_SUBJECT`): "My diet is keto." for "my diet
+    preference", never "My diet was bad last week." nor "The seat on the bus is broken."."""
+    if not modifiers:
+        return False
+    for m in _OWN_SUBJECT.finditer(normalize(target).replace("\u2019", "'")):
+        word = m.group("own") or m.group("on") or m.group("bare")
+        if word and _noun_stem(word.lower()) in modifiers:
+            return True
+    return False
 
 
 @scoped_cache(TEXT_MEMO_MAX_ENTRIES)

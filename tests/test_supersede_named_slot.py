@@ -20,7 +20,11 @@ Porto") is read as before, and so is any target with stronger evidence.
 
 bc46b7f first read a modifier always as another thing's, and so lost true corrections
 ("I prefer aisle seats." / "Actually, switch my seat preference to a window seat."): the
-15 rows under "true pairs lost by bc46b7f" failed on it.
+15 rows under "true pairs lost by bc46b7f" failed on it. e39a613 still lost a turn that
+states the modifier as the speaker's own subject in the present tense ("My seat is an aisle
+seat.", "I'm on the monthly plan.", "Notifications should go to my phone."): the 11 rows
+under "true pairs lost by bc46b7f and e39a613" failed on 1cf1d8c; the near misses after them
+(past tense, a state or place after the verb, "on the bus", another noun) held there too.
 
 Fails on the code before (35a72a1): 11 of the 16 near-miss rows (the correction superseded
 the turn sharing its word). The other 5 (door code, e-mail, locker, gate code, train pass)
@@ -159,6 +163,54 @@ CASES = {
     "meal preference / beach": ("I prefer the beach to the mountains.", "Switch my meal preference to vegan.", False),
     # a theme park, no theme
     "theme preference / theme park": ("The theme park was crowded.", "Set my theme preference to light mode.", False),
+    # -- true pairs lost by bc46b7f and e39a613 (the turn states the slot's modifier as the
+    # speaker's own subject, present tense: "my <modifier> is / comes / goes", "I'm on the
+    # <modifier>", "<modifier>s should go"): must supersede; each failed on e39a613 --
+    # the seat itself as the speaker's, its kind the preference
+    "my seat is": ("My seat is an aisle seat.", "Switch my seat preference to window.", True),
+    # the plan the speaker is on is the plan tier
+    "on the plan": ("I'm on the monthly plan.", "Switch my plan tier to annual.", True),
+    # the speaker's diet is the diet preference
+    "my diet is": ("My diet is keto.", "Change my diet preference to paleo.", True),
+    # the speaker's meal is the meal choice
+    "my meal is": ("My meal is the chicken.", "Change my meal choice to fish.", True),
+    # how often the newsletter comes is its frequency
+    "newsletter comes": ("My newsletter comes weekly.", "Switch my newsletter frequency to monthly.", True),
+    # where the alerts go is their channel
+    "alerts go": ("My alerts go to SMS.", "Change my alert channel to email.", True),
+    # the speaker's room is the room type
+    "my room is": ("My room is a twin.", "Change my room type to a double.", True),
+    # a bare plural subject: where notifications should go is their channel
+    "notifications should go": ("Notifications should go to my phone.", "Change my notification channel to email.",
+                                True),
+    # a habit's place as a bare plural ("on flights") is still the speaker's seat
+    "seat on flights": ("My seat on flights is always the aisle.",
+                        "Actually, switch my seat preference to a window seat.", True),
+    # how the reminders come is their channel
+    "reminders come": ("My reminders come by text.", "Switch my reminder channel to email.", True),
+    # the speaker's coffee is the coffee order
+    "my coffee is": ("My coffee is black.", "Change my coffee order to a latte.", True),
+    # -- near misses for the own-subject rule: must NOT supersede --
+    # past tense: an event, no standing value
+    "coffee order / coffee was cold": ("My coffee was cold this morning.", "Change my coffee order to a latte.", False),
+    # another place's seat ("on the bus", a definite place), no preference
+    "seat preference / my seat on the bus": ("My seat on the bus is broken.", "Change my seat preference to window.",
+                                             False),
+    # the modifier before another noun: the internet provider is no internet plan
+    "internet plan / provider": ("My internet provider is Comcast.", "Actually my internet plan is the 500 Mbps one.",
+                                 False),
+    # a bare plural in the past tense
+    "reminder channel / reminders came": ("Reminders came late yesterday.", "Switch my reminder channel to email.",
+                                          False),
+    # not the speaker's: the pizza last night
+    "pizza size / pizza was cold": ("The pizza last night was cold.", "Change my pizza size to medium.", False),
+    # a state after the verb, no value of the preference
+    "seat preference / my seat is broken": ("My seat is broken.", "Change my seat preference to window.", False),
+    "coffee order / getting cold": ("My coffee is getting cold.", "Change my coffee order to a latte.", False),
+    # a place after the verb, no room type
+    "room type / third floor": ("Our room is on the third floor.", "Change my room type to a double.", False),
+    # where the speaker is now, no bus pass ("I'm on the <kind> <modifier>" only)
+    "bus pass / on the bus": ("I'm on the bus.", "Change my bus pass to monthly.", False),
 }
 
 
