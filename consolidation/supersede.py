@@ -1396,6 +1396,10 @@ def find_superseded(
     # revises no statement of another named occasion ("The team meeting on Monday is at 3pm."),
     # however close in words and meaning
     about = _qualifying_occasions(text)
+    if about and not any(about & _named_occasions(c.text) for c in eligible):
+        # no statement names that occasion: the correction moves the event there ("Actually
+        # the meeting is on Tuesday at 3pm." after "... on Monday at 3pm."), not another's
+        about = frozenset()
     for c in eligible:
         if not _choice_fits(choice, c.text, c.intent):
             continue  # a change of mind about the trip: not "I live in Porto"

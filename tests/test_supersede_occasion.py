@@ -11,7 +11,9 @@ Invariants (consolidation.supersede, `_holder`, `_qualifying_occasions`):
 - A correction about a named occasion (a possessive one, or one qualifying another value it
   gives: "The meeting on Friday is at 4pm.") supersedes no statement of another named
   occasion, whatever the order the two were said in; one that moves a thing to an occasion
-  ("Actually make it Wednesday.") still revises the statement of the day it moves from.
+  ("Actually make it Wednesday.") still revises the statement of the day it moves from, and
+  so does one whose occasion no statement names ("Actually the meeting is on Tuesday at
+  3pm." after "... on Monday at 3pm.": a move, not another occasion's event).
 - A phone number is a value: a new number supersedes the old one however it is said.
 """
 
@@ -45,6 +47,13 @@ CASES = [
     ([MONDAY, FRIDAY, "Actually the team meeting on Friday is at 4pm."], [None, 2, None]),
     # a move to another day: the occasion is the new value, the old day's statement revised
     (["The dentist appointment is on Tuesday.", "Actually make it Wednesday."], [1, None]),
+    # a move that gives the new day and the time, when no statement names the new day: the
+    # old day's statement is revised (1da60fd left it current beside the new one)
+    (["The meeting is on Monday at 3pm.", "Actually the meeting is on Tuesday at 3pm."], [1, None]),
+    (["My flight is on Tuesday at 8am.", "Actually my flight is Wednesday at 9am."], [1, None]),
+    (["The call is today at 5pm.", "Actually the call is tomorrow at 5pm."], [1, None]),
+    (["The standup is at 9am on Monday.", "Actually the standup is at 9am on Tuesday."], [1, None]),
+    (["My meeting with Anna is on Friday.", "Actually my meeting with Anna is on Thursday at 2pm."], [1, None]),
     # phone numbers: a new number supersedes the old, however it is said
     (["Call me on 555-1111.", "Actually my number is 555-2222."], [1, None]),
     (["Call me on 555-1111.", "Call me on 555-2222 instead."], [1, None]),
