@@ -73,8 +73,14 @@ def _lines(mem: Memory) -> tuple[list[str], list[str]]:
     # recorded before the refresh: the line written without the hotel is shown (as before)
     "before-the-view",
 ])
-def test_reworded_line_of_a_statement_corrected_after_it_was_written(memory: Memory, decided: str) -> None:
+def test_reworded_line_of_a_statement_corrected_after_it_was_written(memory: Memory, decided: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     mem = memory
+    if decided == "after-the-view":
+        # the decision owed past the append, as in a conversation with user turns before the
+        # correction's 40-turn window: in one this short, a process without the model lets
+        # its rules decide at append (b745698), which this case is not about
+        monkeypatch.setattr(mem._rules, "assertion", lambda turn: False)
     msgs = [{"role": "user", "content": TWO_FACTS}, {"role": "assistant", "content": "Noted."},
             {"role": "user", "content": CORRECTION}, {"role": "assistant", "content": "Updated."}]
     for f in FILLER:

@@ -36,8 +36,8 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
-from pydantic import ConfigDict, Field, StrictBool, StrictInt, model_validator
+from mcp.types import Tool as MCPTool
+from pydantic import Field, StrictBool, StrictInt
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, LocalMemory
 from tiermem.adapters.anthropic import to_anthropic
@@ -73,7 +73,7 @@ ONLY_MESSAGE = "messages[0]."  # how append_outcome names a field of the one mes
 # imports them before serving (either loads the whole package: both named, both are used)
 LAZY_SERVICE_MODULES = ("tiermem.service.guard", "tiermem.service.schemas")
 # the request metadata key MCP reserves (params._meta: progressToken and the like); some hosts
-# put it inside a tool's arguments, where it is no argument of any tool (`_refuse_unknown_arguments`)
+# put it inside a tool's arguments, where it is no argument of any tool (`StrictArgumentsServer`)
 META_KEY = "_meta"
 
 ConvId = Annotated[str, Field(description="the conversation's id (letters, digits and . _ : @ -)")]
@@ -158,7 +158,7 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
     if (memory is None) == (resolve is None):
         raise TypeError("build_server takes exactly one of memory and resolve")
     load_service()  # before any tool thread: they import it lazily (see load_service)
-    server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS)
+    server: MCPServer = StrictArgumentsServer(name, instructions=INSTRUCTIONS)
     fixed = memory
 
     def mem_of(ctx: Context) -> LocalMemory:
@@ -322,40 +322,43 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
         report = guard("erase", mem.delete_conversation, conversation_id)
         return {"erased": True, **report.tenant_json()}
 
-    _refuse_unknown_arguments(server)
     return server
 
 
-def _without_meta(cls: type[ArgModelBase], data: Any) -> Any:
-    """The arguments without a top-level `_meta` (`_refuse_unknown_arguments`), before validation."""
-    if isinstance(data, dict) and META_KEY in data and META_KEY not in cls.model_fields:
-        return {k: v for k, v in data.items() if k != META_KEY}
-    return data
-
-
-_DROP_META = model_validator(mode="before")(_without_meta)  # made a classmethod by pydantic
-
-
-def _refuse_unknown_arguments(server: MCPServer) -> None:
-    """Make every tool refuse an argument it does not take, and say so in its schema.
+class StrictArgumentsServer(MCPServer):
+    """An `MCPServer` whose tools refuse an argument they do not take, and say so in their schema.
 
     The mcp package's argument models ignore extra keys (pydantic's default): `append` with a
     misspelled `expect_postion` wrote unconditionally, an `idempotency_kee` sent twice stored
-    twice, and `context` took a `pending_tokens` it then dropped. Each tool's model is made
-    `extra="forbid"` (a subclass of the package's, its fields and their checks unchanged), so
-    such a call is a tool error naming the argument (`Extra inputs are not permitted`)
-    before the tool runs: nothing is written, as the HTTP routes refuse an unknown field
-    (their models are `extra="forbid"`). The published `inputSchema` comes from the same
-    model, so it carries `additionalProperties: false`. The package has no public way to
-    set a tool's model (mcp 2.x: `MCPServer._tool_manager`; tests/test_mcp_unknown_arguments.py
-    holds both halves). One key is let through and dropped: a top-level `_meta` in the
-    arguments (`META_KEY`), the request metadata MCP reserves, which some hosts send there
-    rather than beside them (params._meta); no tool takes it, and refusing it refused every
-    call of such a host (tests/test_mcp_arguments_meta.py)."""
-    for tool in server._tool_manager.list_tools():
-        lax = tool.fn_metadata.arg_model
-        strict: type[ArgModelBase] = type(lax.__name__, (lax,), {"model_config": ConfigDict(extra="forbid"),
-                                                                 "__module__": lax.__module__,
-                                                                 "drop_request_meta": _DROP_META})
-        tool.fn_metadata.arg_model = strict
-        tool.parameters = strict.model_json_schema(by_alias=True)
+    twice, and `context` took a `pending_tokens` it then dropped. Here a call naming an
+    argument its tool's published `inputSchema` lacks is a tool error naming it (`Extra inputs
+    are not permitted`) before the tool runs: nothing is written, as the HTTP routes refuse an
+    unknown field (their models are `extra="forbid"`); and each published schema carries
+    `additionalProperties: false`. Only the server's public methods are overridden (the
+    package has no public way to set a tool's argument model, and its private attributes may
+    be renamed by its next release: tests/test_mcp_stdio_public_api.py). One key is let
+    through and dropped: a top-level `_meta` in the arguments (`META_KEY`), the request
+    metadata MCP reserves, which some hosts send there rather than beside them (params._meta);
+    no tool takes it, and refusing it refused every call of such a host
+    (tests/test_mcp_arguments_meta.py)."""
+
+    async def list_tools(self) -> list[MCPTool]:
+        return [t.model_copy(update={"input_schema": {**t.input_schema, "additionalProperties": False}})
+                for t in await super().list_tools()]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None) -> Any:
+        schema = next((t.input_schema for t in await super().list_tools() if t.name == name), None)
+        if schema is not None:
+            taken = set(schema.get("properties", {}))
+            if META_KEY in arguments and META_KEY not in taken:
+                arguments = {k: v for k, v in arguments.items() if k != META_KEY}
+            unknown = sorted(set(arguments) - taken)
+            if unknown:
+                # laid out as pydantic words the tool's other argument errors: the location on
+                # a line of its own, the problem on the next
+                raise ToolError(f"Error executing tool {name}: {len(unknown)} validation error(s) for {name}"
+                                "Arguments\n" + "\n".join(f"{arg}\n  Extra inputs are not permitted "
+                                                          "[type=extra_forbidden]" for arg in unknown)
+                                + f"\nthe tool takes {', '.join(sorted(taken))}; nothing was done")
+        return await super().call_tool(name, arguments, context)
