@@ -84,19 +84,6 @@ def _lowest_first(chosen: Sequence[Candidate]) -> list[Candidate]:
     return sorted(chosen, key=lambda c: (c.score, c.other, -c.position))
 
 
-def lowest(chosen: Sequence[Candidate], tokens: int) -> list[Candidate]:
-    """The lowest-scored of `chosen` whose tokens together reach `tokens` (all of them
-    when they do not)."""
-    out: list[Candidate] = []
-    freed = 0
-    for c in _lowest_first(chosen):
-        if freed >= tokens:
-            break
-        out.append(c)
-        freed += c.tokens
-    return out
-
-
 def much_larger(c: Candidate, need: int) -> bool:
     """Whether `c` is much larger than the `need` tokens still to free (it would keep
     SHORTEN_MIN_KEPT_SHARE of itself and SHORTEN_MIN_KEPT_TOKENS)."""
@@ -106,7 +93,7 @@ def much_larger(c: Candidate, need: int) -> bool:
 
 def give_way(chosen: Sequence[Candidate], tokens: int,
              shortenable: Callable[[Candidate], bool] = lambda c: False) -> GiveWay:
-    """What frees `tokens` of `chosen`: the lowest-scored turns whole (`lowest`), except
+    """What frees `tokens` of `chosen`: the lowest-scored turns whole, except
     a turn much larger than what is still to free when it comes: `shortenable` ones are
     shortened by that much (and nothing more goes); another stays when the fewest of
     the next lowest-scored turns, each not much larger themselves, free it with fewer

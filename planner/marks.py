@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 # Above any retrieved turn's score (z-score sums: the best turns of a conversation score
 # about 5-10, planner.candidates): the packing's drop order and a new epoch's reserve
-# (planner.epoch_policy.lowest) take retrieved turns before a mark.
+# (planner.epoch_policy.give_way) take retrieved turns before a mark.
 MARK_SCORE = 100.0
 REASON = "the tail shows it as it was said: marked here, not as a current value"
 # the supersessions a mark's reason names (`marks`: a whole turn's "superseded by #6 (...",

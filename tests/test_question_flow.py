@@ -56,7 +56,8 @@ def test_value_weighs_the_ranked_turns_shown(shown: set[int], expected: float) -
     (100, [4, 3, 2, 1]),  # all of them when they do not
 ])
 def test_lowest_frees_tokens_from_the_bottom(tokens: int, gone: list[int]) -> None:
-    assert [c.position for c in epoch_policy.lowest(RANKING, tokens)] == gone
+    # turns no larger than what is left to free go whole, lowest-scored first (give_way)
+    assert [c.position for c in epoch_policy.give_way(RANKING, tokens).gone] == gone
 
 
 def test_a_new_epochs_value_and_when_an_extension_is_enough() -> None:
