@@ -35,9 +35,10 @@ LOOP: list[dict[str, Any]] = [
 CASES: list[tuple[dict[str, Any], list[str] | None]] = [
     # no format: the OpenAI answer, its keys as before
     ({}, ["messages", "tokens", "plan", "explain"]),
-    # anthropic: system and messages for messages.create, with the same plan and count, and
-    # where the plan's breakpoints are in them
-    ({"format": "anthropic"}, ["format", "system", "messages", "tokens", "plan", "explain", "breakpoints"]),
+    # anthropic: system and messages for messages.create, with what they send counted and
+    # to_anthropic's notes on it, the same plan, and where the plan's breakpoints are in them
+    ({"format": "anthropic"}, ["format", "system", "messages", "tokens", "notes", "plan", "explain",
+                               "breakpoints"]),
     # a format that does not exist: refused, naming the argument
     ({"format": "gemini"}, None),
 ]
@@ -63,6 +64,7 @@ def test_context_format(cold_memory: Memory, args: dict[str, Any], keys: list[st
     assert list(got) == keys
     if args.get("format") == "anthropic":
         req = to_anthropic(mem.context(CONV, QUERY, BUDGET), mem)
-        assert (got["system"], got["messages"]) == (req.system, req.messages)
+        assert (got["system"], got["messages"], got["tokens"], got["notes"]) == (req.system, req.messages,
+                                                                                 req.tokens, req.notes)
         assert got["breakpoints"] == [dataclasses.asdict(b) for b in req.breakpoints]
         assert got["messages"][1]["content"][0] == THINKING

@@ -70,8 +70,9 @@ def http(served: tuple[str, Memory]) -> Iterator[httpx.Client]:
 def _library_context(mem: Memory, **options: Any) -> dict[str, Any]:
     ctx = mem.context(LOOP_CONV, QUERY, BUDGET, namespace=NS, namespace_recall=False)
     req = to_anthropic(ctx, mem.namespaced(NS), **options)
-    return {"format": "anthropic", "system": req.system, "messages": req.messages, "tokens": ctx.tokens,
-            "plan": finite(ctx.plan.to_dict()), "explain": ctx.plan.explain()}
+    # `tokens`: what the request sends (the plan's and the thinking it adds), with its notes
+    return {"format": "anthropic", "system": req.system, "messages": req.messages, "tokens": req.tokens,
+            "notes": req.notes, "plan": finite(ctx.plan.to_dict()), "explain": ctx.plan.explain()}
 
 
 def test_the_tool_loop_is_stored_as_the_library_converts_it(served: tuple[str, Memory], http: httpx.Client) -> None:
@@ -85,7 +86,7 @@ def test_the_tool_loop_is_stored_as_the_library_converts_it(served: tuple[str, M
 TIMINGS = ("timings_ms", "stage_ms")
 EPOCH_CALLS = "epoch_calls"
 CALL_NUMBER = re.compile(r"call \d+")  # the same count in the plan's text
-ANSWER = ("format", "system", "messages", "tokens")  # an Anthropic context's fields besides its plan
+ANSWER = ("format", "system", "messages", "tokens", "notes")  # an Anthropic context's fields besides its plan
 # (the context request's Anthropic options, what the library is given)
 CONTEXT_OPTIONS = [
     # the adapter's defaults: the current loop's thinking, every breakpoint it may mark

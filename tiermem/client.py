@@ -224,7 +224,9 @@ MessageLike = Message | dict[str, Any] | Any  # a dict, a Message or an SDK obje
 @dataclasses.dataclass(frozen=True)
 class AnthropicContext(AnthropicRequest):
     """`context(..., format="anthropic")`: `system` and `messages` for Anthropic's
-    `messages.create` (`kwargs()`), the planned context's exact `tokens` and its `plan`.
+    `messages.create` (`kwargs()`), its `plan`, the exact `tokens` the request sends (the
+    plan's, the current tool loop's thinking and the blocks kept whole: `to_anthropic`'s
+    count) and `notes` on them (from a server before 2026-12-07: the plan's count, no notes).
     `breakpoints` are where the request holds the plan's (`AnthropicBreakpoint`: a
     message of `messages` or "system", and a block of it), as `to_anthropic` gives them;
     `plan.breakpoints` index the OpenAI form the plan was made in. From a server that
@@ -441,7 +443,8 @@ def _context(body: dict[str, Any]) -> Context | AnthropicContext:
     plan = Plan.from_dict(body["plan"])
     if body.get("format") == ANTHROPIC_FORMAT:
         return AnthropicContext(system=body["system"], messages=body["messages"], tokens=body["tokens"], plan=plan,
-                                breakpoints=[AnthropicBreakpoint(**b) for b in body.get("breakpoints", [])])
+                                breakpoints=[AnthropicBreakpoint(**b) for b in body.get("breakpoints", [])],
+                                notes=list(body.get("notes", [])))
     return Context(messages=body["messages"], tokens=body["tokens"], plan=plan)
 
 

@@ -12,7 +12,8 @@ token sent back goes to the library as it came, which matches it against the
 conversation's key), `context` for a query under a token budget (with the plan's reasons),
 `history` (each body with the metadata appended with it, as the HTTP history), `search`, `pin`, `unpin` and `erase` (with a confirmation argument, checked after the id's own checks). `context` answers
 OpenAI-format messages, or with `format="anthropic"` the `system` and `messages` that
-`tiermem.adapters.anthropic.to_anthropic` builds (thinking restored from the call's memory). Input that tiermem
+`tiermem.adapters.anthropic.to_anthropic` builds (thinking restored from the call's memory), its
+`tokens` what that request sends (`AnthropicRequest.tokens`) and its `notes`. Input that tiermem
 refuses comes back as a tool error whose text names the field, and nothing is written; a
 number argument is a JSON integer only (`true`, `false` or "5" is a tool error naming it).
 What the tools return is rendered as the HTTP service renders it (`render`, the service's
@@ -207,7 +208,10 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
 
     @server.tool(description="The context to send with the next model call: pinned facts, summaries, "
                  "retrieved turns and the recent tail, never more than `budget` tokens, with the plan "
-                 "(what each part is, why it was chosen, what was left out).")
+                 "(what each part is, why it was chosen, what was left out). `tokens` counts what is sent; "
+                 "with format `anthropic` that is the plan's tokens and the current tool loop's thinking "
+                 "blocks the API requires (which can take it past `budget`) and blocks kept whole, and "
+                 "`notes` says when, one line each.")
     def context(ctx: Context, conversation_id: ConvId,
                 query: Annotated[str | None, Field(description="the new turn's question; omit to plan from "
                                                    "the log alone")] = None,
@@ -246,12 +250,15 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
         out = guard("context", mem.context, conversation_id, query, budget, system=system, timezone=timezone,
                     pending_tokens=pending_tokens, truncate_latest=truncate_latest,
                     namespace_recall=namespace_recall)
-        rest = {"tokens": out.tokens, "plan": render(out.plan.to_dict()), "explain": out.plan.explain()}
+        rest = {"plan": render(out.plan.to_dict()), "explain": out.plan.explain()}
         if format == ANTHROPIC_FORMAT:
             req = guard("context", to_anthropic, out, mem, **options)
-            return {"format": format, "system": render(req.system), "messages": render(req.messages), **rest,
+            # what the request sends (with the thinking and whole blocks it adds), and
+            # to_anthropic's notes on it, as the HTTP context answers them
+            return {"format": format, "system": render(req.system), "messages": render(req.messages),
+                    "tokens": req.tokens, "notes": list(req.notes), **rest,
                     "breakpoints": [asdict(b) for b in req.breakpoints]}
-        return {"messages": render(out.messages), **rest}
+        return {"messages": render(out.messages), "tokens": out.tokens, **rest}
 
     @server.tool(description="Every message of a conversation in order, exactly as appended, its `metadata` "
                  "beside it (a page of at most `limit` positions from position `start`; `next_start` is where "

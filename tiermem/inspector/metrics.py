@@ -7,7 +7,9 @@ of that fails a request, so none of it shows in latency or error counts. `PlanMe
 observes every plan the service hands to an agent (the HTTP `context` route calls
 `observe`; the inspector's own what-if plans are not observed, they are not traffic):
 
-- `tiermem_context_budget_use_ratio` (histogram): tokens / budget per call;
+- `tiermem_context_budget_use_ratio` (histogram): tokens / budget per call, the tokens
+  the answer sends (an Anthropic request's are the plan's and its current tool loop's
+  thinking: above 1 where that thinking takes it past the budget);
 - `tiermem_context_layer_tokens{layer}` (histogram): tokens per layer per call;
 - `tiermem_context_query_class_total{query_class}`: how queries were classified;
 - `tiermem_context_degraded_total`: contexts planned without the hot tier;
@@ -105,8 +107,9 @@ class PlanSample:
     expected_cached_tokens: int
 
     @classmethod
-    def of(cls, plan: Plan, at: float) -> PlanSample:
-        return cls(at, plan.conversation_id, plan.tokens, plan.budget, plan.slice_tokens(), plan.query_class,
+    def of(cls, plan: Plan, at: float, tokens: int | None = None) -> PlanSample:
+        sent = plan.tokens if tokens is None else tokens  # what the answer sends (PlanMetrics.observe)
+        return cls(at, plan.conversation_id, sent, plan.budget, plan.slice_tokens(), plan.query_class,
                    plan.degraded, load_bearing_left_out(plan), tuple(stale_views(plan)), plan.cache.new_epoch,
                    plan.cache.expected_cached_tokens)
 
@@ -169,10 +172,12 @@ class PlanMetrics:
                                          ["provider"], registry=r, buckets=TOKEN_BUCKETS)
         self.calls = Counter("tiermem_context_calls", "context calls observed", registry=r)
 
-    def observe(self, namespace: str, plan: Plan) -> None:
-        """Record one plan handed to an agent; never raises (a metric must not fail a context call)."""
+    def observe(self, namespace: str, plan: Plan, tokens: int | None = None) -> None:
+        """Record one plan handed to an agent; never raises (a metric must not fail a context call).
+        `tokens`: what the answer sends, where its form adds to the plan's (an Anthropic
+        request's current-loop thinking, its blocks kept whole); None: the plan's."""
         try:
-            self._observe(namespace, plan)
+            self._observe(namespace, plan, plan.tokens if tokens is None else tokens)
         except Exception:
             log.exception("could not record the metrics of a plan")
 
@@ -205,13 +210,13 @@ class PlanMetrics:
                 if not spaces:
                     del self._history[group]
 
-    def _observe(self, namespace: str, plan: Plan) -> None:
+    def _observe(self, namespace: str, plan: Plan, tokens: int) -> None:
         memory = self.memory_of() if self.memory_of is not None else None
         if memory is not None:  # before the call is kept: an erasure after it must reach it
             self.follow(memory)
         self.calls.inc()
         if plan.budget > 0:
-            self.budget_use.observe(plan.tokens / plan.budget)
+            self.budget_use.observe(tokens / plan.budget)
         per = plan.slice_tokens()
         for layer in SLICES:
             self.layer_tokens.labels(layer).observe(per.get(layer, 0))
@@ -228,7 +233,7 @@ class PlanMetrics:
         self.cached.observe(plan.cache.expected_cached_tokens)
         self.provider_cached.labels("openai").observe(plan.cache.openai_cached_tokens)
         self.provider_cached.labels("anthropic").observe(plan.cache.anthropic_cached_tokens)
-        sample = PlanSample.of(plan, self.clock())
+        sample = PlanSample.of(plan, self.clock(), tokens)
         group = self.group_of(namespace)
         with self._lock:
             spaces = self._history.get(group)

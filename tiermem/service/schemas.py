@@ -299,8 +299,13 @@ class AnthropicContextOut(BaseModel):
     format: Literal["anthropic"] = Field(description="the answer's format, as asked")
     system: list[dict[str, Any]] = Field(description="Anthropic `system` text blocks (empty: send no system)")
     messages: list[dict[str, Any]] = Field(description="Anthropic messages, user and assistant alternating")
-    tokens: int = Field(description="exact token count of the planned context, never above the budget "
-                        "(thinking blocks not counted, as the API counts no earlier turn's)")
+    tokens: int = Field(description=(
+        "exact token count of what this request sends: the plan's tokens, the current tool loop's thinking "
+        "blocks the API requires, and blocks kept whole (documents, citations); above the budget only where "
+        "the API requires it, said in `notes` (the plan's own count is `plan.tokens`, never above the budget)"))
+    notes: list[str] = Field(default_factory=list, description=(
+        "what `tokens` holds beyond the plan, one line each: thinking that takes the request past the "
+        "budget, a document counted at an estimate (`to_anthropic`'s `notes`); empty: nothing to say"))
     plan: dict[str, Any] = Field(description="every slice, why it was chosen, what was left out")
     explain: str = Field(description="the plan as text")
     breakpoints: list[dict[str, Any]] = Field(description=(

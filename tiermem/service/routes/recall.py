@@ -9,7 +9,9 @@ never interpreted as query syntax; scores are finite. `POST /v1/search` takes th
 in its body, so it stays out of URLs and of the logs that record them; it answers
 exactly as the GET. With `format: "anthropic"` the context is answered as
 `to_anthropic` builds it from the request's namespace (thinking and metadata restored
-from the stored rows), next to the same plan and token count; the default answer is
+from the stored rows), next to the same plan, with the tokens the request sends (the
+plan's and the thinking and whole blocks it adds, which /metrics observes too) and
+`to_anthropic`'s notes on them; the default answer is
 OpenAI's, unchanged. `thinking` and `max_breakpoints` are refused without it.
 """
 
@@ -75,14 +77,18 @@ def context(conversation_id: ConvId, body: ContextIn, ns: Ns, runtime: RuntimeDe
         timezone=body.timezone,
         pending_tokens=body.pending_tokens,
     )
-    for hook in runtime.plan_hooks:
-        hook(ns, ctx.plan)
     if body.format != OPENAI_FORMAT:
         # the request's namespace: the stored rows that restore thinking are read there
         req = to_anthropic(ctx, mem.namespaced(ns), **options)
+        # what is sent, counted (the plan's tokens and the thinking and whole blocks the
+        # request adds), answered and observed: the plan's count would understate it
+        for hook in runtime.plan_hooks:
+            hook(ns, ctx.plan, req.tokens)
         return AnthropicContextOut(format=body.format, system=finite(req.system), messages=finite(req.messages),
-                                   tokens=ctx.tokens, plan=finite(ctx.plan.to_dict()), explain=ctx.plan.explain(),
-                                   breakpoints=[asdict(b) for b in req.breakpoints])
+                                   tokens=req.tokens, notes=req.notes, plan=finite(ctx.plan.to_dict()),
+                                   explain=ctx.plan.explain(), breakpoints=[asdict(b) for b in req.breakpoints])
+    for hook in runtime.plan_hooks:
+        hook(ns, ctx.plan, ctx.tokens)
     return ContextOut(
         messages=finite(ctx.messages),
         tokens=ctx.tokens,
