@@ -2112,7 +2112,21 @@ _PARTY_NOUNS = frozenset((
     "colleague", "colleagues", "coworker", "co-worker", "roommate", "flatmate", "cousin", "uncle", "aunt",
     "grandma", "grandpa", "grandmother", "grandfather", "grandparents", "boyfriend", "girlfriend", "fiance",
     "fiancee", "nephew", "niece", "in-laws", "teammate", "landlord", "stepson", "stepdaughter",
+    "ex", "exes", "stepmom", "stepdad", "stepmother", "stepfather", "grandson", "granddaughter", "grandkids",
+    "grandchildren",
 ))
+# words English puts between "my" and the person it names ("my best friend", "my older
+# sister", "my new girlfriend", "my late father"): the person is the noun after them. Read
+# as the noun, "best" / "older" / "new" made the clause the user's own, and another
+# person's move superseded where the user lives
+_PARTY_MODIFIERS = frozenset((
+    "best", "good", "close", "dear", "old", "older", "oldest", "elder", "eldest", "young", "younger", "youngest",
+    "little", "big", "baby", "twin", "new", "former", "late", "future", "current", "first", "second", "third",
+    "ex", "step", "half", "great",
+))
+# prefixes joined to the person by a hyphen ("my ex-husband", "my half-brother", "my great-aunt")
+_PARTY_PREFIXES = ("ex-", "step-", "half-", "great-", "grand-")
+MAX_PARTY_MODIFIERS = 2  # modifiers read before the person: "my little baby brother" is the most said
 # discourse openers before a statement's subject ("Actually, ...", "Update: ...", "Oh so ...");
 # any case: a statement opens capitalised ("Actually my flight ..."), a clause after a comma not
 # (without IGNORECASE "Actually my flight is on Wednesday" was read as nobody's fact and revised
@@ -2136,7 +2150,8 @@ _NAME_SUBJECT = re.compile(r"^([A-Z][a-z]+)(?:'s\b| (?:just |finally |recently )
                            r"quit|joined|left|started|got|is now|retired|relocated|transferred))")
 # a party the user names by their name too ("my son Theo has ...", "our neighbour Ana's
 # dog ..."): the name is the party's, said beside it, not the verb
-_PARTY_NAMED = re.compile(r"^(?i:my|our)\s+([A-Za-z-]+)\s+([A-Z][a-z]+)(?:'s)?\b")
+_PARTY_NAMED = re.compile(r"^(?i:my|our)\s+(?:(?i:" + "|".join(sorted(_PARTY_MODIFIERS)) + r")(?:\s+|-))*"
+                          r"([A-Za-z-]+)\s+([A-Z][a-z]+)(?:'s)?\b")
 _NOT_NAMES = frozenset(("the", "this", "that", "these", "those", "it", "there", "here", "what", "which", "our",
                         "my", "your", "we", "they", "he", "she", "let", "please", "make", "change", "switch",
                         "move", "from", "starting", "as", "not", "no", "on", "in", "at", "for", "after", "before"))
@@ -2175,6 +2190,27 @@ def _party_after(rest: Sequence[str], party: str) -> str | None:
     return None
 
 
+def _party_word(word: str) -> str:
+    """`word` without a prefix joined by a hyphen to the person it names ("ex-husband": husband)."""
+    for prefix in _PARTY_PREFIXES:
+        if word.startswith(prefix) and word.removeprefix(prefix) in _PARTY_NOUNS:
+            return word.removeprefix(prefix)
+    return word
+
+
+def _party_noun_at(words: Sequence[str]) -> int:
+    """Where the person of "my [modifiers] <person>" stands in `words` (words[0] "my"): after
+    up to MAX_PARTY_MODIFIERS modifiers ("my best friend", "my ex girlfriend") when a person
+    follows them; at 1 otherwise ("my new phone": the user's own thing)."""
+    at = found = 1
+    # the last person reached: "my little baby brother" is the brother's, "my baby" the baby's
+    while at < len(words) - 1 and at <= MAX_PARTY_MODIFIERS and words[at] in _PARTY_MODIFIERS:
+        at += 1
+        if _party_word(words[at].removesuffix("'s").removesuffix("'")) in _PARTY_NOUNS:
+            found = at
+    return found
+
+
 @scoped_cache(TEXT_MEMO_MAX_ENTRIES)
 def _holder(statement: str) -> str | None:
     """Whose fact one clause states (SELF_HOLDER, a third party's word, OTHER_HOLDER, or
@@ -2193,18 +2229,19 @@ def _holder(statement: str) -> str | None:
     if first in ("i", "i'm", "i've", "i'd", "i'll", "we", "we're", "we've", "we'd", "we'll", "me", "us"):
         return SELF_HOLDER
     if first in ("my", "our") and len(words) > 1:
-        noun = words[1]
+        at = _party_noun_at(words)
+        noun = words[at]
         # "my sister's", "my sister 's", and a plural's "my parents'" (was read as "my ...": the user's own)
-        possessive = noun.endswith(("'s", "'")) or (len(words) > 2 and words[2] == "'s")
-        noun = noun.removesuffix("'s").removesuffix("'")
+        possessive = noun.endswith(("'s", "'")) or (len(words) > at + 1 and words[at + 1] == "'s")
+        noun = _party_word(noun.removesuffix("'s").removesuffix("'"))
         if noun not in _PARTY_NOUNS:
-            return SELF_HOLDER  # "my phone number", "our flight"
+            return SELF_HOLDER  # "my phone number", "our flight", "my new phone"
         named = _PARTY_NAMED.match(text)
         if not possessive and named and named.group(1).lower() == noun and \
                 named.group(2).lower() not in _STOP and named.group(2).lower() not in _NOT_NAMES:
             # "my son Theo has soccer": Theo's fact, revised by what is said of Theo
             return NAMED_PREFIX + named.group(2).lower()
-        return noun if possessive else _party_after(words[2:], noun)
+        return noun if possessive else _party_after(words[at + 1:], noun)
     if first in ("he", "she", "they", "he's", "she's", "they're", "his", "her", "their"):
         if first in ("his", "her", "their"):
             return OTHER_HOLDER  # "his new address is ..."
