@@ -2692,10 +2692,36 @@ def _clauses(text: str) -> frozenset[tuple[str | None, Subject | None, str | Non
             said = _OPENER.sub("", clause.strip().lstrip("\"'(-* "), count=1)
             if len(_OPENER.sub("", clause.strip(), count=1).split()) >= MIN_CLAUSE_WORDS \
                     and not _OLD_VALUE_CLAUSE.match(said):
-                subject = _subject(said)
+                subject = _subject(said) or _changed_object(said)
                 holder = _holder(clause)
                 out.add((holder, subject, _nobodys_thing(said, subject) if holder is None else None))
     return frozenset(out) or frozenset(((None, None, None),))
+
+
+# The user changing a thing of theirs to a new value ("I changed my personal email to
+# ...", "we switched our home internet to ..."): the clause is about that object, which picks
+# its target as a subject would (`_subjects_fit`). Read as the user's clause about nothing,
+# "I changed my personal email to kim@proton.me." revised "My work email is kim@acme.com.",
+# and "I changed my email signature to ..." revised "My email is ..."
+_CHANGED_OBJECT = re.compile(r"^(?:i|we)(?:'ve| have)?(?: just| finally| already| now)? "
+                             r"(?:changed|switched|updated|moved|set|reset|made|changing|switching|updating) "
+                             r"(?:my|our|the) ((?:[a-z][\w'-]* ){0,2}[a-z][\w'-]*) to\b", re.IGNORECASE)
+
+
+def _changed_object(clause: str) -> Subject | None:
+    """The thing the user changes to a new value in `clause` (`_CHANGED_OBJECT`), as a
+    subject: its head noun and the words that pick it ("personal" of "my personal email"),
+    a word of state ("new", "current") no pick; None where the clause changes none or the
+    phrase holds a function word ("my one-on-one with Priya": a preposition, no noun
+    phrase read here)."""
+    m = _CHANGED_OBJECT.match(clause.replace("\u2019", "'"))
+    if not m:
+        return None
+    words = m.group(1).lower().split()
+    if any(w in _STOP or w in _NOT_NAMES for w in words):
+        return None
+    picks = [w for w in words[:-1] if w not in _NEUTRAL_MODIFIERS]
+    return Subject(_noun_stem(words[-1]), frozenset(_noun_stem(w) for w in picks))
 
 
 # A clause that only names the value being replaced ("..., not a Toyota", "..., not to
