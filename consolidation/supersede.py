@@ -1389,6 +1389,7 @@ def find_superseded(
     orphan = bool(old_vals) and not any(_contains_value(c.text, v) for c in eligible for v in old_vals)
 
     best: tuple[float, int, int, str] | None = None  # (score, lb, position, reason)
+    retracting = cue is not None and cue[0] == "retraction"
     choice = _choice_only(text)
     of_it = bool(_IT_VALUE.match(norm))
     noun = _retracted_noun(_cue_text(norm))  # "the lunch": no sushi for 8pm (`_meal_fits`)
@@ -1407,6 +1408,8 @@ def find_superseded(
             continue
         if noun is not None and not _meal_fits(noun, c.text):
             continue
+        if not retracting and _holds_every_value(slots, c.text):
+            continue  # "Actually, it's raining in Oslo now." tells "I live in Oslo." nothing new
         why: list[str] = []
         hit_old = [v for v in old_vals if _contains_value(c.text, v)]
         old_score = 3.0 if hit_old else 0.0
@@ -1479,6 +1482,17 @@ def find_superseded(
     if _RETRACTION_OPENER.match(norm):
         return _just_said(candidates, eligible, speaker, latest, f"retraction:'{cue_txt}' -> previous turn")
     return []
+
+
+def _holds_every_value(slots: Mapping[str, AbstractSet[str]], target: str) -> bool:
+    """Whether `target` already holds every typed value a correction says (`slots`, at
+    least one): then it carries no new value for that target, and corrects none of it
+    ("Actually, it's raining in Oslo now." after "I live in Oslo."; a correction, unlike a
+    retraction, tells a value). A restatement with more ("Oslo, Norway") holds one more."""
+    if not slots:
+        return False
+    held = _slots(target)
+    return all(vals <= held.get(slot, frozenset()) for slot, vals in slots.items())
 
 
 def _gives_name(kinds: AbstractSet[str], c: Candidate) -> bool:
