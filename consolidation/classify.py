@@ -59,6 +59,7 @@ __all__ = [
     "correction_cue",
     "normalize",
     "request_tail",
+    "wishes",
 ]
 
 INTENTS: tuple[str, ...] = ("question", "correction", "instruction", "tool_result", "chitchat", "statement")
@@ -157,6 +158,8 @@ _ASKING_HEAD = re.compile(_HEAD_OPENERS + r"(?:what|when|where|which|who|whose|w
 # hedge ("maybe", "perhaps", "I think", "I'm not sure", "I wonder") doubts it. Such a head
 # before a request states no fact: "If my flight is on the 14th instead, could you rebook?"
 # asks about a possibility and revised the real "My flight is on the 12th" (request_tail).
+# wishes: what the speaker would like, not what is ("I wish standup were at 10 instead")
+WISH_OPENERS = ("i wish", "we wish", "i just wish", "i really wish", "if only")
 UNASSERTED_OPENERS = (
     # conditions and suppositions
     "if", "even if", "only if", "what if", "unless", "assuming", "assume", "suppose", "supposing", "in case",
@@ -166,11 +169,32 @@ UNASSERTED_OPENERS = (
     "maybe", "perhaps", "possibly", "probably", "presumably", "i think", "i thought", "i guess", "i believe",
     "i suppose", "i assume", "i wonder", "i was wondering", "i doubt", "i'm not sure", "i am not sure",
     "not sure", "i'm unsure", "i'm guessing", "i might be wrong", "i could be wrong", "i hope",
+    *WISH_OPENERS,
 )
 _UNASSERTED_HEAD = re.compile(
     _HEAD_OPENERS + r"(?:" + "|".join(o.replace(" ", r"\s+").replace("'", "['\u2019]")
                                       for o in sorted(UNASSERTED_OPENERS, key=len, reverse=True)) + r")\b",
     re.IGNORECASE)
+
+
+# A sentence opened by a wish asserts nothing as a whole, question or not ("I wish my
+# flight home were on Monday instead." revised the real "My flight home is on Sunday."
+# by its "instead"; `supersede.assertive_text`)
+_WISH_HEAD = re.compile(
+    _HEAD_OPENERS + r"(?:" + "|".join(o.replace(" ", r"\s+") for o in sorted(WISH_OPENERS, key=len, reverse=True))
+    + r")\b", re.IGNORECASE)
+# "I meant to ask whether ...", "No wait, I wanted to ask if ...": an indirect question, the
+# speaker's question put off, not a correction of what they said ("i meant" is a
+# self-correction's cue otherwise; "I meant to ask for a window seat" still corrects a request)
+_INDIRECT_QUESTION = re.compile(
+    r"^(?:(?:no|oh|ok|okay|so|sorry|wait|actually|also|and|but|um+|hmm+)[,.!:]?\s+)*"
+    r"(?:i|we) (?:also |actually |just |really )?(?:meant|wanted|was going|were going|was about|forgot|need|needed)"
+    r" to ask (?:you )?(?:whether|if|about|how|what|when|where|who|why|which)\b")
+
+
+def wishes(sentence: str) -> bool:
+    """Whether `sentence` opens with a wish (WISH_OPENERS): it states nothing as true."""
+    return _WISH_HEAD.match(sentence) is not None
 
 
 def request_tail(sentence: str) -> int | None:
@@ -339,6 +363,8 @@ def correction_cue(norm: str, role: str = "user", *,
 
 
 def _correction_cue(norm: str, role: str, clauses: Sequence[str]) -> tuple[str, str] | None:
+    if _INDIRECT_QUESTION.match(norm):
+        return None  # "no wait, i meant to ask whether ...": a question put off, nothing revised
     for name, pat in _CORRECTION_STRONG:
         # Patterns anchored with '^' describe how a clause opens; the others can match anywhere.
         for c in (norm, *clauses) if pat.pattern.startswith("^") else (norm,):

@@ -244,6 +244,7 @@ from tiermem.consolidation.classify import (
     correction_cue,
     normalize,
     request_tail,
+    wishes,
 )
 from tiermem.consolidation.statements import remaining_text, statement_spans
 from tiermem.tiers.embed import cosine_from_l2
@@ -2987,8 +2988,8 @@ def assertive_text(text: str) -> str:
 def _asserted(sentence: str) -> str:
     """What `sentence` asserts: all of it unless it asks; before a request after a comma
     when that part does not ask itself; else nothing."""
-    if not sentence.strip():
-        return ""
+    if not sentence.strip() or wishes(sentence):
+        return ""  # "I wish my flight were on Monday instead.": a wish holds nothing as true
     if not sentence.rstrip(" \"')").endswith("?"):
         return sentence
     at = request_tail(sentence)  # classify's reading of the same sentence
