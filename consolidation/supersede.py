@@ -1452,9 +1452,12 @@ def find_superseded(
             # password at the cabin is now cedar77." / "The cabin was freezing last night."):
             # the target states nothing of that slot, nor a value of its kind
             continue
-        if orphan and not strong:
+        if orphan:
             # The correction names a value no earlier turn holds ("I don't work at Acme anymore"
-            # with no Acme in view): one shared word or a slot type is too weak to pin it elsewhere.
+            # with no Acme in view): one shared word or a slot type is too weak to pin it
+            # elsewhere, and so is a strong match by meaning or words: "Instead of flowers,
+            # I'll bring my parents wine on Sunday." replaces flowers, not the dinner it shares
+            # the parents and the day with
             continue
         if not strong and not shared and not c.load_bearing and not (of_it and c is candidates[-1]):
             # A bare slot match ("make it Wednesday") only revises a turn worth pinning, not any
@@ -2360,7 +2363,7 @@ def _subject(clause: str) -> Subject | None:
     verb = -1
     for j in range(i, min(len(low), i + MAX_SUBJECT_WORDS + 1)):
         w = low[j]
-        if phrase and (w in _STATE_VERBS or w in _AUXILIARIES or _participle(w)
+        if phrase and (w in _STATE_VERBS or w in _AUXILIARIES or _participle(w) or _moves(w, low[j + 1:j + 2])
                        or _present_verb(w, low[j + 1:j + 1 + VERB_LOOKAHEAD_WORDS], low[j - 1])
                        or _verb_before_object(w, low[j + 1:j + 2], phrase)):
             verb = j
@@ -2379,6 +2382,13 @@ def _subject(clause: str) -> Subject | None:
             break
         if w in _NEUTRAL_MODIFIERS:
             continue  # "my new number": the number
+        if phrase and w in _SLOT_PREPOSITIONS:
+            # a place, a purpose or an owner after the head ("my budget for the trip is ...",
+            # "dinner with my parents is ..."): the head is the subject, the verb after the
+            # phrase (read as no subject before, "Flights are now $450" revised the budget)
+            verb = next((v for v in range(j + 1, min(len(low), j + MAX_SLOT_ADJUNCT_WORDS + 2))
+                         if low[v] in _STATE_VERBS or low[v] in _AUXILIARIES), -1)
+            break
         if not w[:1].isalpha() or w in _STOP or w in _NOT_NAMES or len(phrase) == MAX_SUBJECT_WORDS:
             return None
         phrase.append(w)
@@ -2406,6 +2416,17 @@ def _subject(clause: str) -> Subject | None:
     quality = main in _BE_FORMS and bool(after) and after not in _PLACE_OR_THING and         not _slots(" ".join(low[k + 1:])).keys() & _AMOUNT_SLOTS
     return Subject(head, frozenset(rest), possessors=frozenset(_noun_stem(w) for w in owners), quality=quality,
                    treated=quality and (_participle(after) or bool(_slots(" ".join(low[k + 1:])))))
+
+
+# verbs of an amount's move with "up" or "down" after them ("prices went up", "rent goes
+# down"), irregular, no -ed to read them by: the noun before them is the subject
+_MOVE_VERBS = frozenset(("went", "go", "goes", "gone", "rose", "rise", "rises", "fell", "fall", "falls", "came",
+                         "come", "comes"))
+
+
+def _moves(word: str, following: Sequence[str]) -> bool:
+    """Whether `word` is an amount's verb of moving, "up" or "down" after it."""
+    return word in _MOVE_VERBS and bool(following) and following[0] in ("up", "down")
 
 
 def _noun_stem(word: str) -> str:
