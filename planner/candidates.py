@@ -67,6 +67,7 @@ from tiermem.tiers.formats import (
     hidden_positions,
     is_control,
     is_reasoning,
+    joins_round,
     result_id,
     result_text_field,
     wire_body,
@@ -937,7 +938,10 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
     latest user message, which the planner places itself) into units that both provider
     APIs accept: a call and every result that answers it (parallel calls included: the
     calls of one unit come before any of its results), a reasoning item with the unit
-    after it, any other message alone.
+    after it, any other message alone. A Responses item the model writes among its
+    calls (`joins_round`: an assistant message item, a hosted tool's call) before any
+    of their results joins their unit: the Responses API pairs by `call_id`, and a reply
+    `[reasoning, function_call, message]` is one round (the Agents SDK sends it so).
 
     A reasoning item goes with the model's own item after it (an assistant message, a
     call, a hosted tool's item); where what follows it is not one (a user or system
@@ -1011,6 +1015,12 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
             else:
                 end()
                 lead.append(m)
+            continue
+        if waiting and not answered and joins_round(m.body):
+            # a Responses item the model wrote among its round's calls (a message, a
+            # hosted tool's call): the API pairs calls and outputs by call_id, the round
+            # goes on through it (a chat message ends it: results follow their calls)
+            cur.append(m)
             continue
         end()
         if lead and m.role != "assistant":

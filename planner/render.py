@@ -35,6 +35,7 @@ from tiermem.tiers.formats import (
     call_ids,
     fold_system,
     is_reasoning,
+    joins_round,
     result_id,
     to_chat,
     to_responses,
@@ -114,8 +115,10 @@ def open_calls(messages: Sequence[dict[str, Any]]) -> tuple[str, ...]:
             waiting -= Counter([rid])  # a result answers one call; `-=` keeps counts above 0 only
         elif call_ids(m):
             waiting.update(call_ids(m))
-        elif not is_reasoning(m):
-            waiting = Counter()  # text: in a valid context no call is open before it
+        elif not is_reasoning(m) and not joins_round(m):
+            # text: in a valid context no call is open before it (a Responses item of the
+            # round, `joins_round`, is no such text: the round goes on through it)
+            waiting = Counter()
     return tuple(sorted(waiting.elements()))
 
 

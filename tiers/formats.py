@@ -797,6 +797,19 @@ def _ends_round(item: dict[str, Any]) -> bool:
     return (isinstance(t, str) and t.endswith("_output")) or item.get("role") in _ROUND_ENDING_ROLES
 
 
+def joins_round(body: dict[str, Any]) -> bool:
+    """Whether `body`, while calls wait for their results, goes on with their round: an
+    item a model writes among one response's items (an assistant message, a hosted tool's
+    call, reasoning), typed. The Responses API pairs a call with its output by `call_id`,
+    not by adjacency: a reply `[reasoning, function_call, message]` and then the app's
+    `function_call_output` is one round (the Agents SDK sends its history so). A result,
+    an input message (`_ends_round`) or a control row does not; nor does a chat message
+    (no `type`): Chat Completions wants a `tool_calls` message's results right after it."""
+    t = body.get("type")
+    return (isinstance(t, str) and t not in CONTROL_FIELDS and result_id(body) is None
+            and not _ends_round(body))
+
+
 def unique_item_call_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Responses items with each call's `call_id` sent once (`SentCallIds`): a call item
     after a result or an input message starts a round (`_ends_round`). A call or output
@@ -1163,7 +1176,9 @@ def joins_turn(prev: dict[str, Any]) -> bool:
 
 def to_chat(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Responses items as Chat Completions messages (chat messages pass in wire form).
-    Consecutive calls become one assistant message with parallel `tool_calls`."""
+    Consecutive calls become one assistant message with parallel `tool_calls`; an assistant
+    message item right after them (its reply's text, the round going on: `joins_round`)
+    joins that message's content."""
     out: list[dict[str, Any]] = []
     for b in bodies:
         if is_control(b):
@@ -1174,6 +1189,15 @@ def to_chat(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         if t in (None, "message"):
             role, content = b.get("role"), b.get("content")
+            prev = out[-1] if out else None
+            if (t == "message" and role == "assistant" and prev is not None and prev.get("role") == "assistant"
+                    and prev.get("tool_calls")):
+                # a Responses reply's text after its calls (one round, `joins_round`): Chat
+                # Completions wants the calls' results right after their message, so the
+                # text joins it (`prev` is this conversion's own dict, or a wire-form copy)
+                said = [x for x in (_joined(prev.get("content")), _joined(content)) if x]
+                prev["content"] = "\n".join(said) if said else None
+                continue
             if isinstance(content, str) or role in ("system", "developer", "assistant"):
                 out.append({"role": role, "content": content if isinstance(content, str) else _joined(content)})
             else:
