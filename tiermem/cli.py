@@ -1378,7 +1378,7 @@ def unpin(state: CliState, conversation: str, position: int, as_json: bool) -> N
     "older_than",
     type=AgeType(),
     required=True,
-    help="Age of the last message: 30d, 12h, 90m, 45s, 2w, or seconds.",
+    help="Age of the last activity (the last message; a fork's creation): 30d, 12h, 90m, 45s, 2w, or seconds.",
 )
 @click.option("--all-namespaces", is_flag=True, help="Prune every namespace, not only --namespace.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")

@@ -1366,8 +1366,9 @@ class Memory:
 
     def prune(self, older_than: dt.timedelta | dt.datetime | float, *, namespace: str | None = None,
               all_namespaces: bool = False) -> PruneReport:
-        """Delete whole conversations whose last message is older than `older_than` (an
-        age, or a cutoff datetime, or an age in seconds), with every derived byte;
+        """Delete whole conversations idle for longer than `older_than` (an age, or a
+        cutoff datetime, or an age in seconds): whose last message is older, and, for a
+        fork, whose creation is too (`tiers.dialect.PRUNE_IDLE_SQL`), with every derived byte;
         reclaims disk. Like every method, it acts on `namespace` (default: "default")
         only; every namespace only with `all_namespaces=True`."""
         now = time.time()

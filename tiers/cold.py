@@ -67,6 +67,7 @@ from tiermem.tiers.catchup import PIPELINE_DEPTH, Claims, Deciding, PendingTurn,
 from tiermem.tiers.dialect import (
     ERASURE_ORDER,
     MAX_TURN_TOKENS,
+    PRUNE_IDLE_SQL,
     SQLITE,
     SalvagedRows,
     SharedQueries,
@@ -695,7 +696,8 @@ class ColdStore(SharedQueries):
         c.execute(
             # last_message_at starts at 0 and the first message's created_at sets it (see
             # _insert), as fork sets it from the copied messages: a conversation imported
-            # with old timestamps is as old as its messages when prune asks.
+            # with old timestamps is as old as its messages when prune asks (a fork's
+            # creation counts as activity too: PRUNE_IDLE_SQL).
             "INSERT INTO conversations(id, name, namespace, created_at, last_message_at) VALUES (?, ?, ?, ?, 0)",
             (key, name, namespace, now),
         )
@@ -1606,19 +1608,25 @@ class ColdStore(SharedQueries):
 
     def prune(self, older_than: float, *, namespace: str | None = None, all_namespaces: bool = False,
               on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:
-        """Delete whole conversations of exactly `namespace` whose last message is older
-        than `older_than` (unix seconds), with every derived row, in transactions of
-        whole conversations (`_erase`, batched); then hand the space back. Every
-        namespace only with `all_namespaces=True`, never by omission. Forks keep their
-        copies."""
+        """Delete whole conversations of exactly `namespace` idle since before
+        `older_than` (unix seconds; `PRUNE_IDLE_SQL`: a fork's creation is activity), with
+        every derived row, in transactions of whole conversations (`_erase`, batched);
+        then hand the space back. Every namespace only with `all_namespaces=True`, never
+        by omission. Forks keep their copies."""
+        sql, params = self._prune_select(older_than, namespace, all_namespaces)
+        return self._erase(sql, params, reason="prune", on_erased=on_erased)
+
+    @staticmethod
+    def _prune_select(older_than: float, namespace: str | None, all_namespaces: bool) -> tuple[str, tuple[Any, ...]]:
+        """The keys `prune` takes, as a SELECT and its parameters."""
         if all_namespaces == (namespace is not None):
             raise ValidationError("namespace", "give a namespace, or all_namespaces=True (not both)")
-        sql = "SELECT id FROM conversations WHERE last_message_at < ?"
-        params: tuple[Any, ...] = (older_than,)
+        sql = f"SELECT id FROM conversations WHERE {PRUNE_IDLE_SQL.format(cutoff='?')}"
+        params: tuple[Any, ...] = (older_than, older_than)
         if namespace is not None:
             sql += " AND namespace = ?"
-            params = (older_than, namespace)
-        return self._erase(sql, params, reason="prune", on_erased=on_erased)
+            params = (*params, namespace)
+        return sql, params
 
     def delete_conversation(self, conversation_id: str, *,
                             on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:

@@ -181,6 +181,14 @@ SPELL_SCOPES_MAX = 64
 # conversation listings sort), then several incarnations of one name by creation time;
 # the key, random per store, only breaks an exact tie. Over `conversations` columns.
 ERASURE_ORDER = "namespace, name, created_at, id"
+# Which conversations `prune` takes, over `conversations` columns, on both engines, with
+# the cutoff's placeholder (`{cutoff}`, given twice): idle since before the cutoff. A
+# conversation's last activity is its newest message, and a fork's creation too: a fork
+# carries its parent's message times (`last_message_at`), so one made seconds ago from a
+# 10-day-old prefix was erased by `prune --older-than 1d` (review r_ops, 2026-12-07). An
+# import's old `created_at` still dates a new conversation: archives imported with their
+# times are as old as their messages. `last_message_at` first, so its index is used.
+PRUNE_IDLE_SQL = "last_message_at < {cutoff} AND (parent_id IS NULL OR created_at < {cutoff})"
 # tombstones(): the oldest erasure first, each erasure's conversations in ERASURE_ORDER
 # (over the `tombstones` table, whose key column is `key`)
 TOMBSTONE_ORDER = "deleted_at, namespace, name, created_at, key"

@@ -219,6 +219,7 @@ from tiermem.tiers.dialect import (
     ERASURE_ORDER,
     MAX_TURN_TOKENS,
     POSTGRES,
+    PRUNE_IDLE_SQL,
     SalvagedRows,
     SharedQueries,
     owed_erasure,
@@ -2622,10 +2623,17 @@ class PostgresStore(SharedQueries):
               on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:
         if all_namespaces == (namespace is not None):
             raise ValidationError("namespace", "give a namespace, or all_namespaces=True (not both)")
+        where, params = self._prune_where(older_than, namespace)
+        return self._erase(where, params, reason="prune", on_erased=on_erased)
+
+    @staticmethod
+    def _prune_where(older_than: float, namespace: str | None) -> tuple[str, tuple[Any, ...]]:
+        """The conversations `prune` takes (idle since before the cutoff: PRUNE_IDLE_SQL),
+        as a condition over `conversations` and its parameters."""
+        where = PRUNE_IDLE_SQL.format(cutoff="%s")
         if namespace is None:
-            return self._erase("last_message_at < %s", (older_than,), reason="prune", on_erased=on_erased)
-        return self._erase("last_message_at < %s AND namespace = %s", (older_than, namespace), reason="prune",
-                           on_erased=on_erased)
+            return where, (older_than, older_than)
+        return f"{where} AND namespace = %s", (older_than, older_than, namespace)
 
     def delete_conversation(self, conversation_id: str, *,
                             on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:

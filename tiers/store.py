@@ -549,8 +549,9 @@ class ColdLog(Protocol):
     def prune(self, older_than: float, *, namespace: str | None = None, all_namespaces: bool = False,
               on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:
         """Delete whole conversations of exactly `namespace` (or, only when asked, of
-        every namespace) whose last message is older than `older_than`, with every
-        derived row; tombstones left. Each conversation goes whole or not at all;
+        every namespace) idle since before `older_than`: whose last message is older, and,
+        for a fork, its creation too (`tiers.dialect.PRUNE_IDLE_SQL`: a fork carries its
+        parent's message times), with every derived row; tombstones left. Each conversation goes whole or not at all;
         SQLite commits per batch of conversations (`delete_namespace`, also for
         `on_erased`)."""
         ...
