@@ -78,7 +78,8 @@ Invariants and policy (README, "Message formats"):
   an item's `provider_data`), the Agents SDK's placeholder item id (`SDK_PLACEHOLDER_ID`,
   `__fake_id__`, which the SDK strips itself before a Responses request; the Agents
   session's `model_input_filter` gives the SDK the item with it, as its own input is),
-  top-level nulls and the nulls of content parts (a `model_dump()` of an SDK reply writes
+  top-level nulls (but those a hosted-tool item's request type requires,
+  `REQUIRED_NULL_FIELDS`) and the nulls of content parts (a `model_dump()` of an SDK reply writes
   every unset field, such as an `output_text` part's `logprobs`) are left out; `history()`
   still has them. A reasoning item's `summary` is required on append (a list, the API's
   request type); a row stored before without one, or with null, is read as stored and
@@ -176,6 +177,15 @@ OPAQUE_ITEM_TYPES = frozenset({
     "apply_patch_call", "apply_patch_call_output", "mcp_list_tools", "mcp_approval_request",
     "mcp_approval_response", "mcp_call", "compaction_trigger", "item_reference", "program", "program_output",
 })
+# The top-level fields of hosted-tool items that the API's request type requires and
+# allows null in (the `openai` SDK's `ResponseInputItemParam`: `Required[Optional[...]]`):
+# a reply's `outputs: null` (no outputs asked for) and an image still generating are sent
+# with their null, as stored (`wire_body`): without the key the request type refuses the
+# item. Every other top-level null is left out as before.
+REQUIRED_NULL_FIELDS: dict[str, frozenset[str]] = {
+    "code_interpreter_call": frozenset({"code", "outputs"}),
+    "image_generation_call": frozenset({"result"}),
+}
 # tiermem's own log-level operations, rows like any other (append-only, kept in history)
 # and never sent to a model: a retraction hides one earlier item from active views and
 # contexts (the Agents SDK's pop_item), a clear is a read boundary for them (clear_session).
@@ -947,7 +957,9 @@ def as_appended(body: dict[str, Any]) -> dict[str, Any]:
 
 def wire_body(body: dict[str, Any]) -> dict[str, Any]:
     """The body as a request param (module docstring, "Wire form")."""
-    out = {k: v for k, v in as_appended(body).items() if v is not None and k != PROVIDER_DATA_FIELD}
+    t = body.get("type")
+    kept = REQUIRED_NULL_FIELDS.get(t, frozenset()) if isinstance(t, str) else frozenset()
+    out = {k: v for k, v in as_appended(body).items() if (v is not None or k in kept) and k != PROVIDER_DATA_FIELD}
     if out.get("id") == SDK_PLACEHOLDER_ID:
         del out["id"]  # the SDK's placeholder, no provider's id (SDK_PLACEHOLDER_ID)
     content = out.get("content")

@@ -31,6 +31,7 @@ from tiermem.tiers.errors import LimitExceeded, ValidationError, field_error, pl
 from tiermem.tiers.formats import (
     MAX_ENVELOPE_BYTES,
     NAME_MAX_CHARS,
+    OPAQUE_ITEM_TYPES,
     canonical_role,
     check_body,
     check_envelope,
@@ -68,6 +69,11 @@ SESSION_MAX_CHARS = 128
 # The code points a session id may not hold (C0 controls and DEL), as its refusal names them
 SESSION_CONTROL_CHARS = "U+0000-U+001F, U+007F"
 MAX_TIMESTAMP = 253402300799.0  # 9999-12-31T23:59:59Z: the last instant a datetime can show
+# How far past this host's clock a message's `created_at` may be (seconds): a writer's clock
+# ahead of ours, or a local time read as UTC (at most 14 h), passes. A message dated
+# further ahead is refused, writing nothing: its conversation's last activity would be in
+# the future, and it would escape every `prune` until then (review r_ops, 2026-12-07)
+MAX_FUTURE_SKEW_S = 86_400.0
 # Above any position a conversation can reach (SQLite and Postgres integers are 64-bit):
 # the open end of a position range, and the largest position an API accepts.
 MAX_POSITION = 2**62
@@ -516,10 +522,20 @@ def _sdk_wire_form(body: dict[str, Any]) -> dict[str, Any]:
 def sdk_dump(value: Any) -> Any:
     """An `openai` SDK object (any pydantic model) as the JSON data a message stores: its
     `model_dump` with the wire's field names (by_alias: `async`, not `async_`) and its
-    nulls, as the SDK's `to_dict()` writes them; any other value as it is. A message that
-    is one, or holds them at any depth of its dicts and lists (`plain_deep`: the tool loop's
-    `{"role": "assistant", "tool_calls": message.tool_calls}`), is read through it."""
-    return value.model_dump(mode="json", by_alias=True) if isinstance(value, BaseModel) else value
+    nulls, as the SDK's `to_dict()` writes them (a hosted tool's item, which tiermem
+    stores without reading, without the fields left unset: what the SDK sends); any other
+    value as it is. A message that is one, or holds them at any depth of its dicts and
+    lists (`plain_deep`: the tool loop's `{"role": "assistant", "tool_calls":
+    message.tool_calls}`), is read through it."""
+    if not isinstance(value, BaseModel):
+        return value
+    kind = getattr(value, "type", None)
+    if isinstance(kind, str) and kind in OPAQUE_ITEM_TYPES:
+        # a hosted tool's item, stored and sent verbatim: as the SDK itself sends one
+        # (`exclude_unset`), so a field the reply did not carry is not written as null
+        # inside it (a web search's `action.queries: null`, which the request type refuses)
+        return value.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return value.model_dump(mode="json", by_alias=True)
 
 
 # what wraps a chat reply in the openai SDK (and on the wire): a `ChatCompletion` holds
@@ -638,9 +654,18 @@ def parse_message(
             raise ValidationError("metadata", "is not valid UTF-8 (lone surrogate)") from None
         if meta_bytes > max_metadata_bytes:
             raise LimitExceeded("metadata", meta_bytes, max_metadata_bytes)
+    check_not_future(msg.created_at)
     if stamp and msg.created_at is None:
         msg = stamped(msg)
     return msg
+
+
+def check_not_future(created_at: float | None, field: str = "created_at") -> None:
+    """Refuse a `created_at` more than MAX_FUTURE_SKEW_S past now (see there), in the
+    words of its upper limit's refusal (MAX_TIMESTAMP's)."""
+    if created_at is not None and created_at > (latest := time.time() + MAX_FUTURE_SKEW_S):
+        raise ValidationError(field, f"Input should be less than or equal to {latest:.0f} (now plus the allowed "
+                                     f"clock skew, MAX_FUTURE_SKEW_S = {MAX_FUTURE_SKEW_S:.0f} s)")
 
 
 # the part pydantic's location has after a dict key whose error is in the key itself (a
