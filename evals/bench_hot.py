@@ -1,6 +1,7 @@
 """Hot-tier latency against baselines measured in the same run, on the embedded server.
 
     python -m tiermem.evals.bench_hot [--n 2000] [--quick] [--json]
+    python -m tiermem.evals.bench_hot --demoted [--n 200] [--quick] [--json]
 
 Measures admit p50/p99 (a steady state with evictions, defaults of Config), a read of a
 2k-token hot set, a rebuild of a 10k-turn conversation, and the counts of `STATS_SETS`
@@ -9,6 +10,15 @@ stats did before); and, over the same unix
 socket and client settings, a raw redis-py pipeline (ZADD + HSET) and PING, so that the
 ratios say what the Lua script costs on top of the round trip. Targets: admit p50 <=
 0.4 ms, rebuild of 10k turns <= 200 ms.
+
+`--demoted` measures instead what a read (every `context()` reads its conversation's set)
+costs as a conversation of many pins grows: conversations of DEMOTED_TURNS turns, a
+DEMOTED_PIN_SHARE of them pinned, admitted as appends would, so that every pin the budget
+cannot hold is demoted and stays in the demoted hash `T:d` (which grows with the log, not
+the budget); per size, the hash's entries, the read script's reply bytes, the EVALSHA
+timed in process (p50, p99), the script's Redis time (INFO commandstats, usec per call)
+and `HotTier.read` (p50, p99), against a baseline in the same run: the same window of a
+conversation without pins.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tiermem.evals.bench import bounded
-from tiermem.tiers.hot import HotTier, HotTurn, make_client
+from tiermem.tiers.hot import READ_DEMOTED_LISTED, HotTier, HotTurn, make_client
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 ADMIT_P50_TARGET_US = 400.0
@@ -35,6 +45,12 @@ BUDGET, HEAD, TAIL, BIAS = 4000, 2, 8, 0.25
 STATS_SETS = 1000  # a namespace's conversations, each a set of STATS_SET_TURNS turns
 STATS_SET_TURNS = 20
 STATS_RUNS = 7
+DEFAULT_SAMPLES = 2000  # per latency figure
+# --demoted: conversation sizes (turns), the share of turns pinned, reads timed per size
+DEMOTED_TURNS = (1_000, 10_000, 40_000)
+DEMOTED_TURNS_QUICK = (1_000, 10_000)
+DEMOTED_PIN_SHARE = 0.5
+DEMOTED_READS = 200
 
 
 def _turns(n: int, seed: int, start: int = 0) -> list[HotTurn]:
@@ -43,6 +59,16 @@ def _turns(n: int, seed: int, start: int = 0) -> list[HotTurn]:
     for i in range(start, start + n):
         tokens = rng.randint(20, 200)
         pinned = rng.random() < 0.005
+        out.append(HotTurn(i, tokens, pinned, rng.randint(0, 3) if pinned else 0, "w" * (tokens * 4)))
+    return out
+
+
+def _pinned_turns(n: int, seed: int, pin_share: float) -> list[HotTurn]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        tokens = rng.randint(20, 200)
+        pinned = rng.random() < pin_share
         out.append(HotTurn(i, tokens, pinned, rng.randint(0, 3) if pinned else 0, "w" * (tokens * 4)))
     return out
 
@@ -62,7 +88,7 @@ def _pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run(n: int = 2000, quick: bool = False, url: str | None = None) -> dict[str, Any]:
+def run(n: int = DEFAULT_SAMPLES, quick: bool = False, url: str | None = None) -> dict[str, Any]:
     """Run the benchmark and return its figures (µs unless the key says ms).
 
     `url` benchmarks an existing server instead of a fresh embedded one; `quick` cuts the
@@ -179,6 +205,81 @@ def _run(client: Any, n: int, rebuild_runs: int) -> dict[str, Any]:
     return out
 
 
+def run_demoted(n: int = DEMOTED_READS, quick: bool = False, url: str | None = None) -> dict[str, Any]:
+    """The read's cost against the demoted hash's size (`--demoted`, module docstring)."""
+    sizes = DEMOTED_TURNS_QUICK if quick else DEMOTED_TURNS
+    if quick:
+        n = min(n, 30)
+    with tempfile.TemporaryDirectory(prefix="tm-bench-") as tmp:
+        server = None
+        if url is None:
+            server = EmbeddedRedis(Path(tmp))
+            url = server.ensure()
+        client = make_client(url)
+        try:
+            return _run_demoted(client, sizes, n)
+        finally:
+            client.close()
+            if server is not None:
+                server.stop()
+
+
+def _evalsha_usec(client: Any) -> tuple[int, int]:
+    """(calls, usec) of EVALSHA so far, from INFO commandstats."""
+    got = client.info("commandstats").get("cmdstat_evalsha", {})
+    return int(got.get("calls", 0)), int(got.get("usec", 0))
+
+
+def _run_demoted(client: Any, sizes: tuple[int, ...], n: int) -> dict[str, Any]:
+    hot = HotTier(client, budget_tokens=BUDGET, head_protect=HEAD, tail_protect=TAIL, eviction_bias=BIAS)
+    tag = f"bench-{random.getrandbits(32):08x}"
+    # the baseline first: the same window of a conversation without pins (nothing demoted)
+    cases = [("baseline, no pins", sizes[0], 0.0), *((f"{s:,} turns", s, DEMOTED_PIN_SHARE) for s in sizes)]
+    rows = [_demoted_case(client, hot, f"{tag}-{i}", label, size, share, n)
+            for i, (label, size, share) in enumerate(cases)]
+    return {"n": n, "budget": BUDGET, "pin_share": DEMOTED_PIN_SHARE, "rows": rows,
+            "redis_version": client.info("server").get("redis_version", "?")}
+
+
+def _demoted_case(client: Any, hot: HotTier, conv: str, label: str, size: int, share: float, n: int
+                  ) -> dict[str, Any]:
+    """One conversation of `size` turns, `share` of them pinned: its read, timed."""
+    turns = _pinned_turns(size, seed=size, pin_share=share)
+    hot.admit_many(conv, turns, generation="b")
+    keys = hot._live_keys(conv)
+    args = [hot.idle_ttl_ms, READ_DEMOTED_LISTED]  # as `HotTier.read` runs it
+    reply = hot._run("read", keys, args)
+    state = hot.read(conv)
+    assert state is not None and reply
+    gc.collect()
+    calls0, usec0 = _evalsha_usec(client)
+    evalsha_us = _time_us(lambda i: hot._run("read", keys, args), n)
+    calls1, usec1 = _evalsha_usec(client)
+    read_us = _time_us(lambda i: hot.read(conv), n)
+    row = {
+        "case": label, "turns": size, "pins": sum(t.pinned for t in turns),
+        "demoted_entries": int(client.hlen(hot.keys(conv)[5])), "members": len(state.turns),
+        "reply_bytes": len(reply), "evalsha_p50_us": _pct(evalsha_us, 0.5), "evalsha_p99_us": _pct(evalsha_us, 0.99),
+        "redis_us_per_read": (usec1 - usec0) / max(1, calls1 - calls0),
+        "read_p50_us": _pct(read_us, 0.5), "read_p99_us": _pct(read_us, 0.99),
+    }  # fmt: skip
+    hot.drop(conv)
+    return row
+
+
+def format_demoted(r: dict[str, Any]) -> str:
+    head = ("case", "T:d entries", "members", "reply bytes", "EVALSHA p50/p99 us", "Redis us/read",
+            "read() p50/p99 us")
+    rows = [(x["case"], f"{x['demoted_entries']:,}", str(x["members"]), f"{x['reply_bytes']:,}",
+             f"{x['evalsha_p50_us']:.0f} / {x['evalsha_p99_us']:.0f}", f"{x['redis_us_per_read']:.0f}",
+             f"{x['read_p50_us']:.0f} / {x['read_p99_us']:.0f}") for x in r["rows"]]
+    widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
+    lines = [f"hot read against demoted pins, redis {r['redis_version']}, budget {r['budget']}, "
+             f"{r['pin_share']:.0%} of turns pinned, n={r['n']} reads a case"]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [head, *rows]]
+    return "\n".join(lines)
+
+
 def format_table(r: dict[str, Any]) -> str:
     def ok(flag: bool) -> str:
         return "ok" if flag else "MISSED"
@@ -213,12 +314,19 @@ def format_table(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--n", type=bounded(1, unit="samples"), default=2000, help="samples per latency figure")
+    parser.add_argument("--n", type=bounded(1, unit="samples"), default=None,
+                        help=f"samples per latency figure (default {DEFAULT_SAMPLES}; --demoted: {DEMOTED_READS})")
     parser.add_argument("--quick", action="store_true", help="fewer samples, for smoke runs")
     parser.add_argument("--url", default=None, help="benchmark this Redis instead of an embedded one")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--demoted", action="store_true",
+                        help="measure a read against the demoted-pin hash's size instead (module docstring)")
     args = parser.parse_args(argv)
-    result = run(args.n, quick=args.quick, url=args.url)
+    if args.demoted:
+        demoted = run_demoted(args.n or DEMOTED_READS, quick=args.quick, url=args.url)
+        print(json.dumps(demoted, indent=2) if args.json else format_demoted(demoted))
+        return 0
+    result = run(args.n or DEFAULT_SAMPLES, quick=args.quick, url=args.url)
     print(json.dumps(result, indent=2) if args.json else format_table(result))
     return 0
 

@@ -110,7 +110,8 @@ def run(turns: int, seconds: float, width: int | None, cold_url: str | None, col
             log = {r.position: pin_state(r) for r in mem.cold.turns(key)}
             wrong = [t.position for t in hs.turns
                      if t.pinned != log[t.position][0] or (t.pinned and t.priority != log[t.position][1])]
-            held = {t.position for t in hs.turns} | set(hs.demoted)
+            # every demoted pin (a read lists a bounded few: tiers.hot READ_DEMOTED_LISTED)
+            held = {t.position for t in hs.turns} | set(mem.hot.tier.demoted_pins(key))
             missing = [p for p, (pinned, _) in log.items() if pinned and p not in held]
         return {"turns": turns, "seconds": seconds, "width": width or turns,
                 "engine": "postgres" if cold_url else "sqlite", "children": reports,

@@ -123,7 +123,8 @@ def test_unpinning_a_demoted_pin_deletes_only_its_entry_and_keeps_the_counts(cli
     assert [c[1:] for c in mine if c[0].lower() in {"hset", "hdel"}] == [[d_key, str(gone)]]  # one HDEL
     assert client.hlen(d_key) == MANY_DEMOTIONS - 1
     whole = hot.read(conv)  # a read checks the meta's counts and tokens against the hash
-    assert whole is not None and gone not in whole.demoted and len(whole.demoted) == MANY_DEMOTIONS - 1
+    assert whole is not None and whole.demoted_count == MANY_DEMOTIONS - 1
+    assert gone not in hot.demoted_pins(conv) and len(hot.demoted_pins(conv)) == MANY_DEMOTIONS - 1
     assert whole.demoted_tokens == PIN_TOKENS * (MANY_DEMOTIONS - 1)
 
 

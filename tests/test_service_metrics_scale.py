@@ -106,7 +106,7 @@ def test_exported_hot_counts_equal_what_the_sets_record(mem: Memory) -> None:
     assert all(s is not None for s in sets)
     assert mem.hot.rebuilds == 0  # every set is the live one: its counts are this process's
     evictions = sum(s.evictions for s in sets if s is not None)
-    demoted = sum(len(s.demoted) for s in sets if s is not None)
+    demoted = sum(s.demoted_count for s in sets if s is not None)
     assert evictions > 0 and demoted > 0
     assert value(col, "tiermem_hot_evictions_total") == evictions
     assert value(col, "tiermem_hot_demotions_total") == demoted

@@ -37,7 +37,9 @@ Invariants:
   down, is detected. Maxmemory evicts single keys, not a set: the meta records how many
   members, pins and demoted pins the set has, and an admit, pin or unpin (HotStale
   'inconsistent') and a read or summary (no set) check them, the members' tokens against
-  `total` and the demoted pins' against `demoted_tokens`, so a set that lost its zset,
+  `total` and, while the counts' stamp does not hold, the demoted pins' against
+  `demoted_tokens` (while it holds, the demoted hash's size HLEN against its count tells
+  a lost hash without reading it), so a set that lost its zset,
   pin or demoted hash is rebuilt, never served or extended without them. The counts
   are stamped (`counted`) with the state they were written with (COUNT_STAMP_FIELDS)
   and checked only while the stamp matches the meta: a process of a version before the
@@ -133,8 +135,10 @@ Key layout per conversation, tag T = `{tm:<escaped id>}`:
                 since: it grows with the conversation, not the budget, so the append
                 script never reads or rewrites it whole: it takes the count and tokens from
                 the meta while the count stamp holds, checks the size by HLEN, reads an
-                entry by HGET and changes entries by HSET/HDEL; stats read its size and one
-                HSCAN page, SUMMARY_DEMOTED_LISTED)
+                entry by HGET and changes entries by HSET/HDEL; a read (every context)
+                likewise checks its size by HLEN and lists its positions only while they
+                are at most READ_DEMOTED_LISTED; stats read its size and one HSCAN page,
+                SUMMARY_DEMOTED_LISTED; `HotTier.demoted_pins` reads it whole, for tools)
   T:ps    hash  generation -> the stamp of its last pin or unpin (outlives the set)
 A member's record is thus split over T:t, T:p and T:pin: an admit loads only the
 ordered positions and the pins, never the texts nor every member's record; that halved
@@ -206,6 +210,11 @@ SUMMARY_REPLIES = 9  # a set's replies in `summaries`' pipeline: meta, five keys
 # conversation, so a summary reads its size (HLEN) and one HSCAN page of about this many
 # entries, never the whole hash; it lists the lowest positions of that page, at most this many.
 SUMMARY_DEMOTED_LISTED = 20
+# Demoted positions a read lists (HotSet.demoted): every context() reads its set, so the
+# read takes the demoted hash's size and tokens from HLEN and the meta, and lists the
+# positions only while there are at most this many (READ_LUA); `HotTier.demoted_pins`
+# reads them all.
+READ_DEMOTED_LISTED = SUMMARY_DEMOTED_LISTED
 MS_PER_S = 1000
 MAX_IDLE_TTL_S = 365 * 86_400  # a hot set idle for a year is rebuilt from the log, if ever used again
 # The shortest idle TTL in ms: Redis counts whole ms, and a TTL of 0 in the scripts means
@@ -859,14 +868,27 @@ return 'OK'
 READ_LUA = r"""
 -- KEYS[1..6] meta, zset, tokens, payload, pin, demoted keys of one conversation,
 -- KEYS[7] its pin stamp hash.
--- ARGV[1] their idle TTL in ms, renewed by the read (0: none).
+-- ARGV[1] their idle TTL in ms, renewed by the read (0: none);
+-- ARGV[2] how many demoted positions to list at most (READ_DEMOTED_LISTED).
 -- Returns false when the meta is missing, else one JSON document (a single bulk string
 -- parses far faster in redis-py than a hundred nested replies):
 -- {"meta": [field, value, ...], "z": [positions in order], "t": [tokens aligned with z],
 --  "p": [payloads aligned with z], "pin": [position, priority, ...],
---  "d": [position, tokens, ...], "s": the pin stamp of the set's generation or false};
+--  "d": [the demoted positions, ascending, when at most ARGV[2]; else none],
+--  "dn": the demoted hash's size,
+--  "dt": its tokens summed, or false where the meta's count stamp holds,
+--  "s": the pin stamp of the set's generation or false};
 -- a missing token count or payload is false.
 -- One consistent snapshot.
+-- The demoted hash grows with the conversation (every pin ever pushed out stays in it
+-- until it is unpinned or comes back), not with the budget, and every context() reads
+-- the set: it is never read whole here while the count stamp holds. Its size (HLEN)
+-- against the meta's count tells a hash that maxmemory evicted on its own (hot.py
+-- `_whole`), its tokens are the meta's, and its positions are listed only while there
+-- are at most ARGV[2] of them (HKEYS; not a page of HSCAN: a hash of up to
+-- hash-max-ziplist-entries, 512 by default, is scanned whole in one page). A set whose
+-- stamp does not hold (written before the counts, or since by a version before them)
+-- has its tokens summed (HVALS), as before, until its next write restamps it.
 local meta = redis.call('HGETALL', KEYS[1])
 if meta[1] == nil then return false end
 local ttl = tonumber(ARGV[1])
@@ -874,10 +896,10 @@ if ttl > 0 then
   for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
 end
 local z = redis.call('ZRANGE', KEYS[2], 0, -1)
+local m = {}
+for i = 1, #meta, 2 do m[meta[i]] = meta[i + 1] end
 local stamp = false
-for i = 1, #meta, 2 do
-  if meta[i] == 'gen' then stamp = redis.call('HGET', KEYS[7], meta[i + 1]) end
-end
+if m.gen ~= nil then stamp = redis.call('HGET', KEYS[7], m.gen) end
 local t, p = {}, {}
 for i = 1, #z, 1000 do
   local j = math.min(i + 999, #z)
@@ -888,8 +910,27 @@ for i = 1, #z, 1000 do
     p[i + k - 1] = ps[k]
   end
 end
+local dn = redis.call('HLEN', KEYS[6])
+local stamped = m.counted ~= nil and tonumber(m.demoted_pins or '') ~= nil
+  and tonumber(m.demoted_tokens or '') ~= nil
+  and m.counted == table.concat({m.last or '', m.total or '', m.evictions or '', m.demoted_tokens}, '|')
+local dt = false
+if not stamped then
+  dt = 0
+  for _, v in ipairs(redis.call('HVALS', KEYS[6])) do
+    local n = tonumber(v)
+    if n == nil then dt = -1 break end  -- not a count: no set (hot.py `read`)
+    dt = dt + n
+  end
+end
+local d = {}
+if dn > 0 and dn <= tonumber(ARGV[2]) then
+  local names = redis.call('HKEYS', KEYS[6])
+  for i = 1, #names do d[i] = tonumber(names[i]) end
+  table.sort(d)
+end
 return cjson.encode({meta = meta, z = z, t = t, p = p, pin = redis.call('HGETALL', KEYS[5]),
-                     d = redis.call('HGETALL', KEYS[6]), s = stamp})
+                     d = d, dn = dn, dt = dt, s = stamp})
 """
 
 _SCRIPTS = {"apply": APPLY_LUA, "finish": FINISH_REBUILD_LUA, "read": READ_LUA, "load": LOAD_LUA,
@@ -953,6 +994,9 @@ class HotSet:
     generation: str
     last_position: int
     evictions: int
+    # the demoted positions, ascending, when `demoted_count` is at most
+    # READ_DEMOTED_LISTED; else none (READ_LUA: a read's work must not grow with them;
+    # `HotTier.demoted_pins` reads every one)
     demoted: list[int]
     demoted_tokens: int = 0
     # the log fingerprint of the turn at last_position ('' when not known: a set written
@@ -969,6 +1013,7 @@ class HotSet:
     head_protect: int | None = None
     tail_protect: int | None = None
     eviction_bias: float | None = None
+    demoted_count: int = 0  # every demoted pin of the set (HLEN of its demoted hash)
 
 
 @dataclass(frozen=True)
@@ -1542,24 +1587,31 @@ class HotTier:
     def read(self, conversation_id: str) -> HotSet | None:
         """The hot set in log order, or None when Redis has no (complete) set for it: a
         member without its tokens or text, or keys that disagree with the meta's counts
-        and totals (one evicted on its own), is no set."""
-        res = self._run("read", self._live_keys(conversation_id), [self.idle_ttl_ms])
+        and totals (one evicted on its own), is no set. Its work and reply do not grow
+        with the demoted pins (READ_LUA): `demoted` lists them only while they are at most
+        READ_DEMOTED_LISTED, `demoted_count` counts them all."""
+        res = self._run("read", self._live_keys(conversation_id), [self.idle_ttl_ms, READ_DEMOTED_LISTED])
         if not res:
             return None
         doc = json.loads(res)
         # cjson writes an empty Lua table as {}, hence the `or ()`.
         meta = _pairs(doc["meta"] or ())
         pins = _pairs(doc["pin"] or ())
-        demoted = _pairs(doc["d"] or ())
         turns: list[HotTurn] = []
         for pos, tokens, payload in zip(doc["z"] or (), doc["t"] or (), doc["p"] or (), strict=True):
             if not isinstance(tokens, str) or not isinstance(payload, str):
                 return None  # partly lost (e.g. maxmemory evicted one key): as good as gone
             priority = pins.get(pos)
             turns.append(HotTurn(int(pos), int(tokens), priority is not None, int(priority or 0), payload))
+        n_demoted = int(doc["dn"])
+        # the demoted pins' tokens, summed by the script only where the count stamp does
+        # not hold (else the meta's, whose count HLEN matched: `_whole`); -1: not counts
+        summed = doc["dt"]
+        if summed is not False and int(summed) < 0:
+            return None
         try:
-            if not _whole(meta, len(turns), len(pins), len(demoted), sum(t.tokens for t in turns),
-                          sum(int(t) for t in demoted.values())):
+            if not _whole(meta, len(turns), len(pins), n_demoted, sum(t.tokens for t in turns),
+                          None if summed is False else int(summed)):
                 return None  # a key of it was evicted on its own: as good as gone
             return HotSet(
                 turns=turns,
@@ -1569,7 +1621,7 @@ class HotTier:
                 generation=meta["gen"],
                 last_position=int(meta["last"]),
                 evictions=int(meta["evictions"]),
-                demoted=sorted(int(p) for p in demoted),
+                demoted=[int(p) for p in doc["d"] or ()],
                 demoted_tokens=int(meta.get("demoted_tokens", 0)),
                 tip=meta.get("tip", ""),
                 pins_behind=meta.get("pinstamp", "") != (doc.get("s") or ""),
@@ -1577,9 +1629,18 @@ class HotTier:
                 head_protect=int(meta["head"]) if "head" in meta else None,
                 tail_protect=int(meta["tail"]) if "tail" in meta else None,
                 eviction_bias=float(meta["bias"]) if "bias" in meta else None,
+                demoted_count=n_demoted,
             )
         except (KeyError, ValueError):
             return None
+
+    def demoted_pins(self, conversation_id: str) -> dict[int, int]:
+        """Every demoted pin of the set, position -> tokens: the whole demoted hash, whose
+        size grows with the conversation (HGETALL): for checks and tools, never a
+        request's path (`read` lists a bounded few). Empty when there is none (or no set)."""
+        with _refusals("demoted pins read"):
+            raw = self.client.hgetall(self.keys(conversation_id)[5])
+        return {int(_text(p)): int(_text(t)) for p, t in raw.items()}
 
     def summaries(self, conversation_ids: Sequence[str]) -> dict[str, HotSummary]:
         """The counts of each conversation's hot set that has one (complete), by plain
