@@ -66,6 +66,7 @@ from tiermem.tiers.formats import (
     call_ids,
     hidden_positions,
     is_control,
+    is_foreign_reasoning,
     is_reasoning,
     joins_round,
     result_id,
@@ -434,7 +435,8 @@ class Candidates:
         rows are appended to left waiting (an epoch's extension; an id once per call),
         whose results continue that context's last unit."""
         got = tool_units([msgs.get(r.position) if r.position != latest_user else None for r in rows],
-                         [r.position == latest_user for r in rows], open_calls)
+                         [r.position == latest_user for r in rows], open_calls,
+                         foreign_reasoning_out=self.settings.context_format == "responses")
         if plan is not None:
             for g, why in got.dropped:
                 plan.left_out.append(PlanItem("tail", conv, [m.position for m in g], g[0].extra.get("tier", "cold"),
@@ -905,6 +907,10 @@ UNANSWERED_CALL = ("a tool call no result answers, and later messages follow it 
 ORPHAN_RESULT = ("a tool result whose call is not shown (retracted, unreadable, or older than the tail): "
                  "both APIs refuse a result without its call, so it is left out")
 UNREADABLE_PART = "a tool call whose unit holds an unreadable message: left out whole"
+FOREIGN_REASONING = ("a reasoning item another provider's model wrote (its provider_data, as the Agents SDK "
+                     "marks a Chat Completions model's reasoning): the OpenAI Responses API cannot read it, and "
+                     "the Agents SDK leaves such items out of a Responses request itself, so a Responses-form "
+                     "context (context_format=\"responses\") leaves it out; history keeps it")
 ORPHAN_REASONING = ("a reasoning item whose item after it is not shown (retracted, cleared, left out, unreadable, "
                     "or not appended yet): the Responses API refuses a reasoning item last or before a user or "
                     "system message, so it is left out")
@@ -933,7 +939,7 @@ def _item_round(m: StoredMessage) -> bool:
 
 
 def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
-               open_calls: Sequence[str] = ()) -> Units:
+               open_calls: Sequence[str] = (), *, foreign_reasoning_out: bool = False) -> Units:
     """Group the tail's messages (oldest first; None: unreadable, or with `skip` the
     latest user message, which the planner places itself) into units that both provider
     APIs accept: a call and every result that answers it (parallel calls included: the
@@ -947,6 +953,10 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
     call, a hosted tool's item); where what follows it is not one (a user or system
     message, an unreadable one, the latest user message, the end of `msgs`: its own
     item is hidden or left out) it is left out too (`ORPHAN_REASONING`).
+
+    With `foreign_reasoning_out` (a Responses-form context) a reasoning item another
+    provider's model wrote (`is_foreign_reasoning`) is left out (`FOREIGN_REASONING`),
+    as the Agents SDK leaves it out of a Responses request; the item after it goes on.
 
     Calls of one id in one unit (Responses items of one round may share a `call_id`)
     wait for a result each, in order: a second result of the id answers the second call
@@ -1010,6 +1020,9 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
             cur, waiting, lead = [*lead, m], Counter(ids), []
             continue
         if is_reasoning(m.body):
+            if foreign_reasoning_out and is_foreign_reasoning(m.body):
+                dropped.append(([m], FOREIGN_REASONING))
+                continue
             if waiting:
                 cur.append(m)
             else:

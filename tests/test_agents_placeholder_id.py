@@ -84,10 +84,19 @@ def test_no_context_item_has_the_placeholder_id(tmp_path: Path, embedder: FastEm
             items = mem.context(CONV, QUESTION, BUDGET_TOKENS).messages
         # failed before: both reasoning items and the message went with it
         assert [i for i in items if i.get("id") == FAKE_RESPONSES_ID] == []
-        # every item is still sent, its reasoning by its summary
-        assert [i.get("type") or i.get("role") for i in items] == [
-            "user", "reasoning", "function_call", "function_call_output", "reasoning", "message"]
-        assert [i["summary"][0]["text"] for i in items if i.get("type") == "reasoning"] == ["Look it up.", "Say it."]
+        if fmt == "responses":
+            # a Responses-form context leaves another provider's reasoning out, as the
+            # SDK's OpenAIResponsesModel does (test_responses_foreign_reasoning.py; the
+            # planner may show a left-out turn's text in its memory block)
+            assert [i.get("type") or i.get("role") for i in items if i.get("role") != "system"] == [
+                "user", "function_call", "function_call_output", "message"]
+            assert not [i for i in items if i.get("type") == "reasoning"]
+        else:
+            # every item is still sent, its reasoning by its summary
+            assert [i.get("type") or i.get("role") for i in items] == [
+                "user", "reasoning", "function_call", "function_call_output", "reasoning", "message"]
+            assert [i["summary"][0]["text"] for i in items if i.get("type") == "reasoning"] == ["Look it up.",
+                                                                                                  "Say it."]
         # the session returns the items as stored, placeholder and all (as SQLiteSession)
         got = asyncio.run(TiermemSession(mem, CONV).get_items())
         assert [i.get("id") for i in got if i.get("type") in ("reasoning", "message")] == [FAKE_RESPONSES_ID] * 3

@@ -889,6 +889,17 @@ def is_reasoning(body: dict[str, Any]) -> bool:
     return body.get("type") == "reasoning"
 
 
+def is_foreign_reasoning(body: dict[str, Any]) -> bool:
+    """A reasoning item another provider's model wrote: the Agents SDK marks the items
+    of a Chat Completions model's reply (DeepSeek's reasoning, Anthropic thinking through
+    LiteLLM) with `provider_data` (`PROVIDER_DATA_FIELD`), and its own
+    `OpenAIResponsesModel._clean_item_for_openai` leaves a reasoning item with any out of
+    a Responses request: OpenAI cannot read it (no `encrypted_content` of its own, a
+    placeholder id or another provider's). A Responses-form context leaves it out too
+    (`context_format="responses"`); history keeps it."""
+    return is_reasoning(body) and bool(body.get(PROVIDER_DATA_FIELD))
+
+
 def result_text_field(body: dict[str, Any]) -> str | None:
     """The field of a tool result that holds its text (trimmed when long), or None."""
     if result_id(body) is None:
