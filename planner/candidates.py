@@ -64,6 +64,7 @@ from tiermem.planner.unanswered import UNANSWERED_QUESTION_PENALTY, unanswered
 from tiermem.tiers.embed import cosine_from_l2
 from tiermem.tiers.formats import (
     call_ids,
+    call_item_id,
     hidden_positions,
     is_control,
     is_foreign_reasoning,
@@ -981,6 +982,7 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
     cont = bool(open_calls)  # `cur` continues the previous context's open unit
     lead: list[StoredMessage] = []  # reasoning items waiting for the unit after them
     interrupted = False
+    aliases: dict[str, str] = {}  # a call's item id -> its call id, for a result naming it so
 
     def end(why: str = UNANSWERED_CALL) -> None:
         nonlocal cur, waiting, answered, cont, interrupted
@@ -1003,6 +1005,10 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
             continue
         rid = result_id(m.body)
         ids = call_ids(m.body)
+        if rid is not None and waiting[rid] == 0 and rid in aliases:
+            rid = aliases[rid]  # a result naming its call by the call's item id (`call_item_id`)
+        if (iid := call_item_id(m.body)) is not None and ids:
+            aliases[iid] = ids[0]
         if rid is not None:
             if waiting[rid] > 0:
                 cur.append(m)

@@ -727,12 +727,28 @@ def call_ids(body: dict[str, Any]) -> tuple[str, ...]:
     return ids
 
 
+# The `openai` SDK's request type for a local shell call's result (`LocalShellCallOutput`)
+# names the call by `id`, no `call_id`; the Agents SDK sends it with the call's `call_id`.
+# Either pairs (`result_id`): by `id`, the call's `call_id` or its item `id` (`call_item_id`).
+LOCAL_SHELL_CALL_TYPE = "local_shell_call"
+LOCAL_SHELL_OUTPUT_TYPE = "local_shell_call_output"
+
+
+def call_item_id(body: dict[str, Any]) -> str | None:
+    """The item `id` of a call that a result may name instead of its `call_id` (a local
+    shell call's, which the SDK's typed `local_shell_call_output` answers by `id`), or None."""
+    iid = body.get("id") if body.get("type") == LOCAL_SHELL_CALL_TYPE else None
+    return iid if isinstance(iid, str) and iid else None
+
+
 def result_id(body: dict[str, Any]) -> str | None:
     """The call id this body answers, when it is a tool result."""
     t = body.get("type")
     if isinstance(t, str) and t != "message":
         if t == "mcp_approval_response":
             rid = body.get("approval_request_id")
+        elif t == LOCAL_SHELL_OUTPUT_TYPE and "call_id" not in body:
+            rid = body.get("id")  # the SDK's typed form: the call it answers by `id` (`call_item_id`)
         elif t.endswith("_output"):
             rid = body.get("call_id")
         else:
