@@ -1,7 +1,11 @@
 """The watchdog of an embedded redis-server: runs it, and stops it when nobody uses it.
 
 Started by `tiers.redis_server.EmbeddedRedis` as a script (by path, with `python -I -S`,
-so it imports nothing but the standard library and starts in ~20 ms). The launcher waits
+so it imports nothing but the standard library and starts in ~20 ms). Every start of the
+hot tier waits for it, so it imports only what it needs: no argparse, pathlib or
+subprocess (with what they pull in, `re`, `locale`, `threading`, `gettext`, `urllib`,
+about 40% of its start-up): its few options are parsed by hand and the server is
+started with `os.posix_spawnp`. The launcher waits
 while this script forks a daemon and reports "ready" or why not; the daemon then lives in
 its own session, outside the process group of whoever started it (so a Ctrl-C, SIGTERM
 or kill -9 of the CLI or of `serve` does not reach it).
@@ -32,17 +36,15 @@ Invariants:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import errno
 import fcntl
 import os
+import select
 import signal
 import socket
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 READY = b"ok"
 PING = b"*1\r\n$4\r\nPING\r\n"
@@ -52,6 +54,44 @@ IO_TIMEOUT_S = 2.0
 # its own INFO per tick: a tick that sees no more than this many new commands saw none
 OWN_COMMANDS_PER_TICK = 1
 KILL_GRACE_S = 5.0
+# without pidfd_open (macOS), how often a tick's sleep asks whether the server exited
+CHILD_POLL_S = 0.01
+# its options, each followed by its value: the names EmbeddedRedis._spawn_watchdog passes
+OPTIONS = ("--state-dir", "--socket", "--logfile", "--pidfile-name", "--lock-name",
+           "--idle-timeout", "--interval", "--start-timeout", "--adopt")
+OPTIONAL = {"--start-timeout": "10.0", "--adopt": "0"}
+USAGE = ("usage: tiermem-redis-watchdog --state-dir DIR --socket PATH --logfile PATH "
+         "--pidfile-name NAME --lock-name NAME --idle-timeout S --interval S "
+         "[--start-timeout S] (--adopt PID | -- redis-server ARGS...)")
+
+
+class _Child:
+    """The server, started as our child with `os.posix_spawnp` (what subprocess.Popen would
+    do, without importing subprocess): stdin /dev/null, stdout and stderr to `log_fd`, the
+    signals Python ignores (SIGPIPE, SIGXFSZ) at their defaults again, as Popen resets them.
+    Nothing else is inherited: every descriptor Python opens is close-on-exec (PEP 446),
+    and the launcher starts us with none but stdio."""
+
+    def __init__(self, args: list[str], log_fd: int) -> None:
+        resets = [getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, name)]
+        self.pid = os.posix_spawnp(args[0], args, os.environ, file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, log_fd, 1),
+            (os.POSIX_SPAWN_DUP2, log_fd, 2),
+        ], setsigdef=resets)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """Its exit status once it has exited (reaping it: no zombie lingers), else None."""
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped already: only we wait for it, so it is gone
+                self.returncode = -1
+            else:
+                if pid == self.pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
 
 
 def _recv_reply(sock: socket.socket) -> bytes:
@@ -110,7 +150,8 @@ def _stat_fields(pid: int) -> list[str] | None:
     """`/proc/<pid>/stat` after the command name (which may hold spaces and parentheses),
     from field 3 (the state) on; None without procfs or such a process."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()
     except OSError:
         return None
 
@@ -139,14 +180,17 @@ def process_start_ticks(pid: int) -> int | None:
 
 
 class Watchdog:
-    def __init__(self, opts: argparse.Namespace) -> None:
+    def __init__(self, opts: Options) -> None:
         self.state_dir: str = opts.state_dir
         self.socket_path: str = opts.socket
-        self.pidfile = Path(opts.state_dir) / opts.pidfile_name
-        self.lockfile = Path(opts.state_dir) / opts.lock_name
+        self.pidfile = os.path.join(opts.state_dir, opts.pidfile_name)
+        self.lockfile = os.path.join(opts.state_dir, opts.lock_name)
         self.idle_timeout_s: float = opts.idle_timeout
         self.interval_s: float = opts.interval
-        self.child: subprocess.Popen[bytes] | None = None
+        self.child: _Child | None = None
+        # readable once the child server exits (Linux >= 5.3), so a tick's sleep ends then
+        # (stop() waits for us); elsewhere a tick polls every CHILD_POLL_S
+        self.child_fd: int | None = None
         self.redis_pid: int = opts.adopt or 0
         self.dir_ident = _ident(self.state_dir)
         self.socket_ident: tuple[int, int] | None = None
@@ -156,10 +200,15 @@ class Watchdog:
 
     def start(self, args: list[str], logfile: str, timeout_s: float) -> str:
         """Start the server as our child; "ok", or why it did not come up."""
-        with open(logfile, "ab") as log:  # early failures (bad arguments) go to the log too
-            self.child = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                          close_fds=True)
+        # early failures (bad arguments) go to the log too; 0600 under our umask, as open()'s
+        log_fd = os.open(logfile, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            self.child = _Child(args, log_fd)
+        finally:
+            os.close(log_fd)
         self.redis_pid = self.child.pid
+        with contextlib.suppress(AttributeError, OSError):  # no pidfd_open: macOS, older Linux
+            self.child_fd = os.pidfd_open(self.child.pid)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if _ask(self.socket_path, PING) == b"+PONG":
@@ -189,14 +238,18 @@ class Watchdog:
 
     def _superseded(self) -> bool:
         try:
-            return self.pidfile.read_text().strip() != str(os.getpid())
+            with open(self.pidfile) as fh:
+                return fh.read().strip() != str(os.getpid())
         except OSError:
             return True
 
     def _sleep(self) -> None:
-        if self.child is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.child.wait(timeout=self.interval_s)  # wakes at once when the server exits
+        if self.child_fd is not None:
+            select.select([self.child_fd], [], [], self.interval_s)  # wakes at once when the server exits
+        elif self.child is not None:
+            deadline = time.monotonic() + self.interval_s
+            while self.child.poll() is None and time.monotonic() < deadline:
+                time.sleep(CHILD_POLL_S)
         else:
             time.sleep(self.interval_s)
 
@@ -283,22 +336,23 @@ class Watchdog:
     def _release_pidfile(self) -> None:
         if not self._superseded():
             with contextlib.suppress(OSError):
-                self.pidfile.unlink()
+                os.unlink(self.pidfile)
 
 
 def _tail(logfile: str, lines: int = 5) -> str:
     try:
-        tail = Path(logfile).read_text(errors="replace").strip().splitlines()[-lines:]
+        with open(logfile, errors="replace") as fh:
+            tail = fh.read().strip().splitlines()[-lines:]
     except OSError:
         return f"no log at {logfile}"
     return " | ".join(tail) if tail else "empty log"
 
 
-def _write_pidfile(path: Path) -> None:
+def _write_pidfile(path: str) -> None:
     """Write this process's pid to `path` whole (a temporary file renamed over it). A
     write that fails (a full disk: ENOSPC at the write or the close) removes the
     temporary file: each failed start left one `<name>.<pid>.tmp` behind, for good."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp = f"{path}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         with os.fdopen(fd, "w") as fh:
@@ -306,27 +360,54 @@ def _write_pidfile(path: Path) -> None:
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
-            tmp.unlink()
+            os.unlink(tmp)
         raise
 
 
-def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+class Options:
+    """The parsed command line (argparse's Namespace, without importing argparse)."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.state_dir = values["--state-dir"]
+        self.socket = values["--socket"]
+        self.logfile = values["--logfile"]
+        self.pidfile_name = values["--pidfile-name"]
+        self.lock_name = values["--lock-name"]
+        self.idle_timeout = float(values["--idle-timeout"])
+        self.interval = float(values["--interval"])
+        self.start_timeout = float(values["--start-timeout"])
+        self.adopt = int(values["--adopt"])
+
+
+def _parse(argv: list[str]) -> tuple[Options, list[str]]:
+    """`--name value` pairs (or `--name=value`), then the server's command line after `--`.
+    A usage error exits with status 2 and says what is wrong, as argparse did."""
     if "--" in argv:
         cut = argv.index("--")
         argv, server_args = argv[:cut], argv[cut + 1:]
     else:
         server_args = []
-    p = argparse.ArgumentParser(prog="tiermem-redis-watchdog")
-    p.add_argument("--state-dir", required=True)
-    p.add_argument("--socket", required=True)
-    p.add_argument("--logfile", required=True)
-    p.add_argument("--pidfile-name", required=True)
-    p.add_argument("--lock-name", required=True)
-    p.add_argument("--idle-timeout", type=float, required=True)
-    p.add_argument("--interval", type=float, required=True)
-    p.add_argument("--start-timeout", type=float, default=10.0)
-    p.add_argument("--adopt", type=int, default=0, help="watch this running server instead of starting one")
-    return p.parse_args(argv), server_args
+    values = dict(OPTIONAL)
+    i = 0
+    try:
+        while i < len(argv):
+            name, eq, value = argv[i].partition("=")
+            if name not in OPTIONS:
+                raise ValueError(f"unrecognized argument {argv[i]!r}")
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise ValueError(f"{name} expects a value")
+                value = argv[i + 1]
+                i += 1
+            values[name] = value
+            i += 1
+        missing = [name for name in OPTIONS if name not in values]
+        if missing:
+            raise ValueError(f"the following arguments are required: {', '.join(missing)}")
+        return Options(values), server_args
+    except ValueError as e:  # a missing option, or a number that is not one
+        sys.stderr.write(f"{USAGE}\ntiermem-redis-watchdog: error: {e}\n")
+        raise SystemExit(2) from None
 
 
 def main(argv: list[str]) -> int:
@@ -356,7 +437,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: setattr(dog, "stopping", True))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    pidfile = Path(opts.state_dir) / opts.pidfile_name
+    pidfile = os.path.join(opts.state_dir, opts.pidfile_name)
     try:
         _write_pidfile(pidfile)
         verdict: str = "ok" if opts.adopt else dog.start(server_args, opts.logfile, opts.start_timeout)
