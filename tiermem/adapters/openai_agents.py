@@ -55,7 +55,11 @@
   input alone (tests/test_agents_filter_streamed.py, both runners). Those items count
   against `budget` too: the context is planned under the budget less their tokens (the
   memory's tokenizer; over a `Client`, the larger count of the tokenizers a server may
-  use), so the whole input stays within it (docs/design.md invariant 5), given to the
+  use), so the whole input stays within it (docs/design.md invariant 5), counted as the
+  items sent: a Chat Completions reply with N tool calls, one message in the plan, is
+  1 + N items, each with a message's overhead, and the SDK's fields come back to the
+  log's items, so where the items take more than the plan counted the context is
+  planned again with that much less room (`_within`; `context_items` too), given to the
   planner as `pending_tokens`: the prompt-cache epoch stays keyed by `budget`, so
   consecutive streamed turns extend one epoch as non-streamed turns do
   (tests/test_agents_filter_streamed_epoch.py); where they alone do not fit,
@@ -116,7 +120,13 @@ from tiermem.tiers.plain_json import plain_deep
 from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, BpeTokenCounter, TokenCounter, message_tokens
 from tiermem.tiers.zones import optional_timezone
 
+# plans of one context past the first, each with less room by what the items sent took
+# beyond the budget (TiermemSession._within): one fits unless a shorter plan converts worse
+MAX_REPLANS = 3
+
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from agents.memory import SessionSettings
     from agents.run_config import CallModelData, ModelInputData
 
@@ -349,6 +359,14 @@ def with_sdk_fields(planned: list[dict[str, Any]], rows: list[tuple[Any, list[di
     return out
 
 
+def _converts(rows: list[tuple[Any, list[dict[str, Any]]]]) -> bool:
+    """Whether the items of some row may take more as sent than the plan counts: a row
+    of several items (a chat assistant message with tool calls), or one the SDK's fields
+    come back to (`with_sdk_fields`)."""
+    return any(len(items) != 1 or PROVIDER_DATA_FIELD in items[0] or items[0].get("id") == SDK_PLACEHOLDER_ID
+               for _m, items in rows)
+
+
 class TiermemSession:
     """An Agents SDK `Session` whose items live in a tiermem conversation."""
 
@@ -411,9 +429,59 @@ class TiermemSession:
 
     def context_items(self, query: str | None, budget: int = DEFAULT_BUDGET_TOKENS,
                       system: str | None = None) -> list[dict[str, Any]]:
-        """tiermem's planned context for `query`, as Responses input items."""
-        ctx = self.memory.context(self.session_id, query, budget, system=system, timezone=self.timezone)
-        return to_responses(ctx.messages)
+        """tiermem's planned context for `query`, as Responses input items, never more
+        than `budget` tokens as sent (`_within`: the items, not the plan's messages)."""
+
+        def plan(pending: int, record: bool) -> Any:
+            return self.memory.context(self.session_id, query, budget, system=system, timezone=self.timezone,
+                                       pending_tokens=pending, **({} if record else {"record": False}))
+
+        return self._within(budget, 0, plan, lambda ctx: to_responses(ctx.messages), probe=True)
+
+    def _within(self, budget: int, pending: int, plan: Callable[[int, bool], Any],
+                send: Callable[[Any], list[dict[str, Any]]], *, probe: bool) -> list[dict[str, Any]]:
+        """The items `send` makes of the context `plan(pending, record)` gives, within
+        `budget` as sent. A context is planned and counted in its messages' form (a Chat
+        Completions log: one assistant message with N tool calls); as Responses items that
+        message is 1 + N items, each with a message's overhead, and an item from the log
+        gets back its `provider_data` and id (`with_sdk_fields`), so the items can take
+        more than the plan counted. Where they do, the context is planned with that much
+        less room (`pending_tokens`, so the prompt-cache epoch stays keyed by `budget`).
+        With `probe` (the items may take more) and a local memory, the room is found by
+        what-if plans (`record=False`, planned as the recorded call would be) before the
+        one recorded plan: a second recorded plan would meet the first's epoch, which it
+        cannot extend with less room, and start a new one at its reserve (half the
+        context). A `Client`, which records every plan, plans again recorded. At most
+        `MAX_REPLANS` plans past the first of each kind; past them, `BudgetTooSmall` (a
+        shorter plan that converts worse each time: one replan fits in practice)."""
+        from tiermem.memory import Memory, NamespacedMemory
+
+        def less(room: int, ctx: Any, over: int) -> int:
+            # the next plan's pending tokens: its messages at least `over` fewer than this
+            # one's (an epoch's extension keeps its prefix while the room holds it)
+            return max(room + over, budget - ctx.tokens + over)
+
+        extra = pending
+        if probe and isinstance(self.memory, Memory | NamespacedMemory):
+            for _try in range(1 + MAX_REPLANS):
+                ctx = plan(extra, False)
+                over = self._sent(send(ctx)) - budget
+                if over <= 0:
+                    break
+                extra = less(extra, ctx, over)
+        sent = 0
+        for _try in range(1 + MAX_REPLANS):
+            ctx = plan(extra, True)
+            items = send(ctx)
+            sent = self._sent(items)
+            if sent <= budget:
+                return items
+            extra = less(extra, ctx, sent - budget)
+        raise BudgetTooSmall(budget, sent, priming=REPLY_PRIMING_TOKENS, pending=extra)
+
+    def _sent(self, items: list[dict[str, Any]]) -> int:
+        """What `items` take as a request's input, counted as a context is."""
+        return REPLY_PRIMING_TOKENS + self._tokens(items) if items else 0
 
     def model_input_filter(self, budget: int = DEFAULT_BUDGET_TOKENS) -> Any:
         """A `RunConfig.call_model_input_filter`: the model gets tiermem's context."""
@@ -433,12 +501,13 @@ class TiermemSession:
             self._token_counters = _counters(self.memory)
         return max(sum(message_tokens(c, i) for i in items) for c in self._token_counters)
 
-    def _context(self, query: str | None, budget: int, pending: int) -> Any:
+    def _context(self, query: str | None, budget: int, pending: int, record: bool = True) -> Any:
         """The planned context under `budget` less the `pending` tokens sent after it
         (`pending_tokens`, a `Client`'s request too): the prompt-cache epoch stays keyed by
         `budget`, so consecutive streamed turns, whose first call has them, extend one
-        epoch as non-streamed turns do."""
-        return self.memory.context(self.session_id, query, budget, timezone=self.timezone, pending_tokens=pending)
+        epoch as non-streamed turns do. `record=False`: a what-if plan (local memory only)."""
+        return self.memory.context(self.session_id, query, budget, timezone=self.timezone, pending_tokens=pending,
+                                   **({} if record else {"record": False}))
 
     def _filter_items(self, inputs: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
         """The planned context less what the SDK's input leaves out (`left_out_items`: a
@@ -459,8 +528,15 @@ class TiermemSession:
         need = self._tokens(new) if new else 0
         if new and REPLY_PRIMING_TOKENS + need > budget:
             raise BudgetTooSmall(budget, REPLY_PRIMING_TOKENS + need, priming=REPLY_PRIMING_TOKENS, latest=need)
-        try:
-            ctx = self._context(latest_user_text(inputs), budget, need)
+        def send(ctx: Any) -> list[dict[str, Any]]:
+            planned = [m for m in ctx.messages if m.get("call_id") not in ids and m not in others]
+            positions = {p for it in ctx.plan.items for p in it.positions}
+            return unique_item_call_ids([*with_sdk_fields(planned, rows, positions), *new])
+
+        query = latest_user_text(inputs)
+        try:  # within the budget as sent: the items, the new ones included (`_within`)
+            return self._within(budget, need, lambda pending, record: self._context(query, budget, pending, record),
+                                send, probe=_converts(rows))
         except ConversationNotFound:
             if saved:
                 raise
@@ -469,6 +545,3 @@ class TiermemSession:
             if not need:
                 raise  # the log's latest user message is this call's question: as a non-streamed run
             return unique_item_call_ids(new)
-        planned = [m for m in ctx.messages if m.get("call_id") not in ids and m not in others]
-        positions = {p for it in ctx.plan.items for p in it.positions}
-        return unique_item_call_ids([*with_sdk_fields(planned, rows, positions), *new])
