@@ -140,7 +140,9 @@ the turn classifier through their public methods. Its invariants:
 - Whose fact and about what (`may_revise`): a clause revises a clause of the same
   holder (someone else's change never revises the user's own fact, nor another named
   person's; a possessive is "'s" or a plural's "'", "my parents' address", and a party
-  is the same in the singular and the plural, "my kid's" / "my kids'") and about the same thing: where both state a value of a named thing (the noun
+  is the same in the singular and the plural, "my kid's" / "my kids'"; the person of "my
+  best friend", "my older sister", "my ex-husband" is the noun after the modifiers,
+  `_PARTY_MODIFIERS`) and about the same thing: where both state a value of a named thing (the noun
   phrase before a verb of state, "my work laptop has ...", "Anna lives ...", or before a
   present-tense verb with a value, a plural's without its -s, "the gym classes start at
   6", or with a bare object before it, "the nurses change shifts at 7pm", or with a
@@ -157,7 +159,13 @@ the turn classifier through their public methods. Its invariants:
   kitchen walls are green" / "the kitchen is painted blue", "the phone number is wrong"
   / "my phone is 555-0142"; never a place, time, amount or identity: "the car seat cost
   $300" is not the car's price; nor a plain adjective: "the car seat is black" is not the
-  car's colour, "my car is red"). A
+  car's colour, "my car is red"). The user changing a thing "to" a value ("I changed my
+  personal email to ...", `_changed_object`) is about that thing: never "my work email".
+  A head followed by a purpose ("my budget for the trip is") is the
+  subject. A correction whose typed values its target already holds all ("Actually, it's
+  raining in Oslo now." / "I live in Oslo.") revises nothing of it (`_holds_every_value`),
+  and one naming a replaced value no turn holds ("Instead of flowers, ...") nothing at all,
+  however strong its match. A
   clause that names no such thing (I/we, a pronoun, an order, an action on an object)
   may revise any, the meaning search included; but a thing acting on an object ("my cat
   knocked a glass over", "my cat broke a glass": the verb is read by the article,
@@ -2382,10 +2390,12 @@ def _subject(clause: str) -> Subject | None:
             break
         if w in _NEUTRAL_MODIFIERS:
             continue  # "my new number": the number
-        if phrase and w in _SLOT_PREPOSITIONS:
-            # a place, a purpose or an owner after the head ("my budget for the trip is ...",
-            # "dinner with my parents is ..."): the head is the subject, the verb after the
-            # phrase (read as no subject before, "Flights are now $450" revised the budget)
+        if phrase and w == "for":
+            # a purpose after the head ("my budget for the trip is ..."): the head is the
+            # subject, the verb after the phrase (read as no subject before, "Flights are now
+            # $450" revised the budget). Only "for": a place or a time after the head ("the
+            # wifi password at the cabin", "the team meeting on Monday") names which one, and
+            # read as a subject without it, it no longer fit "the cabin wifi" or "Friday's meeting"
             verb = next((v for v in range(j + 1, min(len(low), j + MAX_SLOT_ADJUNCT_WORDS + 2))
                          if low[v] in _STATE_VERBS or low[v] in _AUXILIARIES), -1)
             break
