@@ -78,7 +78,8 @@ Invariants and policy (README, "Message formats"):
   an item's `provider_data`), the Agents SDK's placeholder item id (`SDK_PLACEHOLDER_ID`,
   `__fake_id__`, which the SDK strips itself before a Responses request; the Agents
   session's `model_input_filter` gives the SDK the item with it, as its own input is),
-  top-level nulls (but those a hosted-tool item's request type requires,
+  a Conversations API item's `created_by` (and a custom tool item's `status`:
+  `CONVERSATION_ONLY_FIELDS`), top-level nulls (but those a hosted-tool item's request type requires,
   `REQUIRED_NULL_FIELDS`) and the nulls of content parts (a `model_dump()` of an SDK reply writes
   every unset field, such as an `output_text` part's `logprobs`) are left out; `history()`
   still has them. A reasoning item's `summary` is required on append (a list, the API's
@@ -157,7 +158,19 @@ PROVIDER_DATA_FIELD = "provider_data"
 # item id up ("Item with id '__fake_id__' not found"), and every such item holds the same one
 # ("Duplicate item found"). Kept in history and returned to a session as given.
 SDK_PLACEHOLDER_ID = "__fake_id__"
-ITEM_FIELDS: dict[str, frozenset[str]] = {k: v | {PROVIDER_DATA_FIELD} for k, v in {
+# What the Conversations API's items carry that a request item does not
+# (`client.conversations.items.list()`: `ResponseFunctionToolCallItem` and the other
+# call and output items): the response that made the item, and a custom tool's call or
+# output's status. Accepted on append, kept in history, left out of contexts (`wire_body`).
+CONVERSATION_ITEM_FIELD = "created_by"
+CONVERSATION_ONLY_FIELDS: dict[str, frozenset[str]] = {
+    "function_call": frozenset({CONVERSATION_ITEM_FIELD}),
+    "function_call_output": frozenset({CONVERSATION_ITEM_FIELD}),
+    "custom_tool_call": frozenset({CONVERSATION_ITEM_FIELD, "status"}),
+    "custom_tool_call_output": frozenset({CONVERSATION_ITEM_FIELD, "status"}),
+}
+ITEM_FIELDS: dict[str, frozenset[str]] = {k: v | {PROVIDER_DATA_FIELD} | CONVERSATION_ONLY_FIELDS.get(k, frozenset())
+                                          for k, v in {
     "message": frozenset({"type", "role", "content", "status", "id", "phase"}),
     "function_call": frozenset({"type", "call_id", "name", "arguments", "id", "status", "namespace", "caller",
                                 "async"}),
@@ -986,7 +999,9 @@ def wire_body(body: dict[str, Any]) -> dict[str, Any]:
     """The body as a request param (module docstring, "Wire form")."""
     t = body.get("type")
     kept = REQUIRED_NULL_FIELDS.get(t, frozenset()) if isinstance(t, str) else frozenset()
-    out = {k: v for k, v in as_appended(body).items() if (v is not None or k in kept) and k != PROVIDER_DATA_FIELD}
+    dropped = CONVERSATION_ONLY_FIELDS.get(t, frozenset()) if isinstance(t, str) else frozenset()
+    out = {k: v for k, v in as_appended(body).items()
+           if (v is not None or k in kept) and k != PROVIDER_DATA_FIELD and k not in dropped}
     if out.get("id") == SDK_PLACEHOLDER_ID:
         del out["id"]  # the SDK's placeholder, no provider's id (SDK_PLACEHOLDER_ID)
     content = out.get("content")
