@@ -1381,16 +1381,32 @@ def unpin(state: CliState, conversation: str, position: int, as_json: bool) -> N
     help="Age of the last activity (the last message; a fork's creation): 30d, 12h, 90m, 45s, 2w, or seconds.",
 )
 @click.option("--all-namespaces", is_flag=True, help="Prune every namespace, not only --namespace.")
+@click.option("--dry-run", is_flag=True, help="List what would be erased now; erase nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_state
-def prune(state: CliState, older_than: float, all_namespaces: bool, as_json: bool) -> None:
+def prune(state: CliState, older_than: float, all_namespaces: bool, dry_run: bool, as_json: bool) -> None:
     """Delete whole conversations idle for longer than --older-than; reclaims disk."""
-    mem = state.memory(hot=True)
+    mem = state.memory(hot=not dry_run)  # a dry run drops no Redis copy
     if all_namespaces:
-        report = mem.prune(older_than, all_namespaces=True)
+        report = mem.prune(older_than, all_namespaces=True, dry_run=dry_run)
     else:
-        report = mem.prune(older_than, namespace=state.namespace)
-    _erasure_out(report, "pruned", as_json)
+        report = mem.prune(older_than, namespace=state.namespace, dry_run=dry_run)
+    if dry_run:
+        _prune_preview_out(report, as_json)
+    else:
+        _erasure_out(report, "pruned", as_json)
+
+
+def _prune_preview_out(report: ErasureReport, as_json: bool) -> None:
+    """`prune --dry-run`: the conversations a prune would erase now, one a line."""
+    if as_json:
+        _emit_json({"dry_run": True, "conversations": report.conversations, "messages": report.messages,
+                    "conversation_ids": report.conversation_ids, "keys": report.keys})
+        return
+    click.echo(f"would prune {report.conversations} conversation(s), {report.messages} message(s); "
+               "nothing erased (--dry-run)")
+    for name in report.conversation_ids:
+        click.echo(f"  {name}")
 
 
 @cli.command()

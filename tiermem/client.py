@@ -671,7 +671,8 @@ class _Calls:
             raise ValidationError("namespace", "Field required (erasure names the namespace it erases)")
         return _Call("DELETE", "/v1/namespace", _erasure, namespace=self._ns(namespace))
 
-    def prune(self, older_than: dt.timedelta | float, namespace: object | None) -> _Call[ErasureReport]:
+    def prune(self, older_than: dt.timedelta | float, namespace: object | None,
+              dry_run: bool = False) -> _Call[ErasureReport]:
         age = older_than.total_seconds() if isinstance(older_than, dt.timedelta) else older_than
         if isinstance(age, bool) or not isinstance(age, int | float) or not 0 <= age <= MAX_AGE_S:
             raise ValidationError("older_than", f"must be a timedelta or an age in seconds within 0..{MAX_AGE_S:.0f}")
@@ -683,7 +684,11 @@ class _Calls:
                                  conversation_ids=list(b["conversation_ids"]), scrubbed=b.get("scrubbed"),
                                  tombstones=list(b.get("tombstones", [])), wal_truncated=b.get("wal_truncated"))
 
-        return _Call("POST", "/v1/prune", read, json={"older_than_seconds": float(age)}, namespace=self._ns(namespace))
+        if not isinstance(dry_run, bool):
+            raise ValidationError("dry_run", f"must be a boolean, got {type(dry_run).__name__}")
+        # dry_run sent only when asked: a service without it refuses the field (422), erasing nothing
+        body: dict[str, Any] = {"older_than_seconds": float(age), **({"dry_run": True} if dry_run else {})}
+        return _Call("POST", "/v1/prune", read, json=body, namespace=self._ns(namespace))
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -1132,8 +1137,9 @@ class Client(_Base):
     def delete_namespace(self, namespace: str) -> ErasureReport:
         return self._send(self._calls.delete_namespace(namespace))
 
-    def prune(self, older_than: dt.timedelta | float, *, namespace: str | None = None) -> ErasureReport:
-        return self._send(self._calls.prune(older_than, namespace))
+    def prune(self, older_than: dt.timedelta | float, *, namespace: str | None = None,
+              dry_run: bool = False) -> ErasureReport:
+        return self._send(self._calls.prune(older_than, namespace, dry_run))
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -1316,8 +1322,9 @@ class AsyncClient(_Base):
     async def delete_namespace(self, namespace: str) -> ErasureReport:
         return await self._send(self._calls.delete_namespace(namespace))
 
-    async def prune(self, older_than: dt.timedelta | float, *, namespace: str | None = None) -> ErasureReport:
-        return await self._send(self._calls.prune(older_than, namespace))
+    async def prune(self, older_than: dt.timedelta | float, *, namespace: str | None = None,
+                    dry_run: bool = False) -> ErasureReport:
+        return await self._send(self._calls.prune(older_than, namespace, dry_run))
 
     # -- reads ---------------------------------------------------------------------------------
 

@@ -1365,12 +1365,14 @@ class Memory:
         return named[1]
 
     def prune(self, older_than: dt.timedelta | dt.datetime | float, *, namespace: str | None = None,
-              all_namespaces: bool = False) -> PruneReport:
+              all_namespaces: bool = False, dry_run: bool = False) -> PruneReport:
         """Delete whole conversations idle for longer than `older_than` (an age, or a
         cutoff datetime, or an age in seconds): whose last message is older, and, for a
         fork, whose creation is too (`tiers.dialect.PRUNE_IDLE_SQL`), with every derived byte;
         reclaims disk. Like every method, it acts on `namespace` (default: "default")
-        only; every namespace only with `all_namespaces=True`."""
+        only; every namespace only with `all_namespaces=True`. `dry_run=True`: the report
+        of what it would erase now (conversations, messages, ids, incarnations), erasing
+        and writing nothing (no tombstone, no byte reclaimed, no erasure hook told)."""
         now = time.time()
         # an age below zero or a cutoff in the future would erase conversations still being
         # written to: refused whichever way it is given
@@ -1390,7 +1392,13 @@ class Memory:
             raise ValidationError("older_than", "must be a timedelta, a datetime or a non-negative age in seconds")
         if all_namespaces and namespace is not None:
             raise ValidationError("namespace", "give a namespace or all_namespaces=True, not both")
+        if not isinstance(dry_run, bool):  # a truthy string must not decide whether data goes
+            raise ValidationError("dry_run", f"must be a boolean, got {type(dry_run).__name__}")
         ns = None if all_namespaces else self._ns(namespace)
+        if dry_run:
+            preview = (self.cold.prune_preview(cutoff, all_namespaces=True) if ns is None
+                       else self.cold.prune_preview(cutoff, namespace=ns))
+            return dataclasses.replace(preview, keys=[self._token(k) for k in preview.keys], internal_keys=[])
         self._catch_erasures()
         if ns is None:
             report = self.cold.prune(cutoff, all_namespaces=True, on_erased=self._forget)
@@ -2156,8 +2164,8 @@ class NamespacedMemory:
     def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None) -> str:
         return self.memory.fork(conversation_id, up_to, new_id=new_id, namespace=self.namespace)
 
-    def prune(self, older_than: dt.timedelta | dt.datetime | float) -> PruneReport:
-        return self.memory.prune(older_than, namespace=self.namespace)
+    def prune(self, older_than: dt.timedelta | dt.datetime | float, *, dry_run: bool = False) -> PruneReport:
+        return self.memory.prune(older_than, namespace=self.namespace, dry_run=dry_run)
 
     def delete_conversation(self, conversation_id: str) -> ErasureReport:
         return self.memory.delete_conversation(conversation_id, namespace=self.namespace)

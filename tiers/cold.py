@@ -1616,6 +1616,20 @@ class ColdStore(SharedQueries):
         sql, params = self._prune_select(older_than, namespace, all_namespaces)
         return self._erase(sql, params, reason="prune", on_erased=on_erased)
 
+    def prune_preview(self, older_than: float, *, namespace: str | None = None,
+                      all_namespaces: bool = False) -> ErasureReport:
+        """What `prune` with these arguments would erase now, erasing nothing (its
+        conversations, messages and keys, in ERASURE_ORDER; no tombstone, no byte
+        reclaimed): `tiermem prune --dry-run`."""
+        sql, params = self._prune_select(older_than, namespace, all_namespaces)
+        rows = self._read(
+            "SELECT id, name, (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = conversations.id) "
+            f"FROM conversations WHERE id IN ({sql}) ORDER BY {ERASURE_ORDER}", params)
+        size = self.files_bytes()
+        return ErasureReport(conversations=len(rows), messages=sum(int(r[2]) for r in rows), bytes_before=size,
+                             bytes_after=size, conversation_ids=[str(r[1]) for r in rows],
+                             keys=[str(r[0]) for r in rows])
+
     @staticmethod
     def _prune_select(older_than: float, namespace: str | None, all_namespaces: bool) -> tuple[str, tuple[Any, ...]]:
         """The keys `prune` takes, as a SELECT and its parameters."""

@@ -556,6 +556,13 @@ class ColdLog(Protocol):
         `on_erased`)."""
         ...
 
+    def prune_preview(self, older_than: float, *, namespace: str | None = None,
+                      all_namespaces: bool = False) -> ErasureReport:
+        """What `prune` with these arguments would erase now, erasing and writing
+        nothing: its conversations, messages and keys in ERASURE_ORDER, no tombstones,
+        `bytes_after == bytes_before` (`tiermem prune --dry-run`)."""
+        ...
+
     def delete_conversation(self, conversation_id: str, *,
                             on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:
         """Erase one key on request: every row, derived or not; a tombstone left;

@@ -195,9 +195,10 @@ class PruneIn(BaseModel):
     older_than_seconds: float = Field(
         ge=0,
         le=MAX_AGE_S,
-        description="delete whole conversations of this namespace whose "
-        "last message is older than this many seconds",
+        description="delete whole conversations of this namespace idle for longer than this many seconds "
+        "(whose last message is older; a fork's creation counts as activity too)",
     )
+    dry_run: bool = Field(False, description="true: erase nothing; answer what a prune would erase now")
 
 
 _INCARNATION_OUT_DOC = ("the conversation's incarnation the message(s) went to, an opaque token: pass it as "
@@ -351,6 +352,8 @@ class PruneOut(ErasureOut):
 
     conversations: int = Field(description="conversations pruned")
     conversation_ids: list[str] = Field(description="the pruned conversations' names")
+    dry_run: bool = Field(False, description="true: nothing was erased (the request's dry_run); the counts and "
+                          "names are what a prune would erase now")
 
 
 class ConversationsOut(BaseModel):
@@ -665,9 +668,10 @@ def erasure_out(report: ErasureReport) -> ErasureOut:
     )
 
 
-def prune_out(report: ErasureReport) -> PruneOut:
+def prune_out(report: ErasureReport, *, dry_run: bool = False) -> PruneOut:
     """The HTTP form of a prune's `ErasureReport`: the erasure's, with the names."""
-    return PruneOut(**erasure_out(report).model_dump(), conversation_ids=list(report.conversation_ids))
+    return PruneOut(**erasure_out(report).model_dump(), conversation_ids=list(report.conversation_ids),
+                    dry_run=dry_run)
 
 
 def error_body(loc: Iterable[str | int], msg: str, type_: str) -> dict[str, Any]:

@@ -77,8 +77,8 @@ def delete_conversation(conversation_id: ConvId, ns: Ns, runtime: RuntimeDep) ->
     summary="Delete this namespace's conversations idle for longer than older_than_seconds",
 )
 def prune(body: PruneIn, ns: SpaceNs, runtime: RuntimeDep) -> PruneOut:
-    report = runtime.mem().prune(body.older_than_seconds, namespace=ns)
-    return prune_out(report)
+    report = runtime.mem().prune(body.older_than_seconds, namespace=ns, dry_run=body.dry_run)
+    return prune_out(report, dry_run=body.dry_run)
 
 
 @admin_routes.delete(
