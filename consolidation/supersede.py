@@ -1460,12 +1460,14 @@ def find_superseded(
             # password at the cabin is now cedar77." / "The cabin was freezing last night."):
             # the target states nothing of that slot, nor a value of its kind
             continue
-        if orphan:
+        if orphan and (not strong or not retracting):
             # The correction names a value no earlier turn holds ("I don't work at Acme anymore"
             # with no Acme in view): one shared word or a slot type is too weak to pin it
-            # elsewhere, and so is a strong match by meaning or words: "Instead of flowers,
-            # I'll bring my parents wine on Sunday." replaces flowers, not the dinner it shares
-            # the parents and the day with
+            # elsewhere, and so, for an update, is a strong match by meaning or words:
+            # "Instead of flowers, I'll bring my parents wine to dinner at 7." replaces
+            # flowers, not the dinner it shares the parents and a word with. A retraction's
+            # named thing is no value it replaces but what it drops: "Forget the restaurant."
+            # takes the table booked by meaning alone
             continue
         if not strong and not shared and not c.load_bearing and not (of_it and c is candidates[-1]):
             # A bare slot match ("make it Wednesday") only revises a turn worth pinning, not any
