@@ -282,8 +282,12 @@ _CORRECTION_STRONG: list[tuple[str, re.Pattern[str]]] = [
     (
         "change-to",
         re.compile(
-            r"^(?:change|switch|move|make) "
-            r"(?:it|that|this|the [\w -]{1,30}?|my [\w -]{1,30}?) (?:to|for|into)\b"
+            # a move of a plan to a new time by its other verbs ("push", "reschedule",
+            # "bump"), proposed ("let's move ..."), named by its day ("tomorrow's call")
+            r"^(?:(?:let's|please) )?"
+            r"(?:change|switch|move|make|push|reschedule|bump|shift|postpone) "
+            r"(?:it|that|this|(?:the|my|our|(?:today|tonight|tomorrow|yesterday|monday|tuesday|wednesday|thursday"
+            r"|friday|saturday|sunday)'s) [\w '-]{1,30}?) (?:to|for|into)\b"
         ),
     ),
     ("make-it", re.compile(r"^make (?:it|that|this) [\w$:]+")),
