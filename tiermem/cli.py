@@ -2004,7 +2004,8 @@ def config_command(ctx: click.Context, state: CliState, check_file: Path | None,
 
             check_service_settings(Config.load(path, **overrides))
         if export_to is not None:
-            _export_config(path, overrides, export_to, with_secrets=with_secrets)
+            _export_config(path, overrides, export_to, with_secrets=with_secrets,
+                           data_dir_source=_data_dir_source(ctx))
             return
         rows = explain_sources(path, argument_sources={"data_dir": _data_dir_source(ctx)}, **overrides)
     if as_json:
@@ -2022,11 +2023,24 @@ def config_command(ctx: click.Context, state: CliState, check_file: Path | None,
     _console().print(table)
 
 
-def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *, with_secrets: bool) -> None:
+def _sources_used(rows: list[dict[str, Any]]) -> str:
+    """The sources the effective config's values came from (`explain_sources`' rows), each
+    once, by precedence (arguments, env, file, defaults): only those actually used."""
+    from tiermem.config import DEFAULT_SOURCE
+
+    seen = list(dict.fromkeys(str(r["source"]) for r in rows))
+    rank = {"env": 1, "file": 2, DEFAULT_SOURCE: 3}
+    ordered = sorted(seen, key=lambda s: rank.get(s.split(" ", 1)[0], 0))  # stable: arguments first
+    return ", ".join("defaults" if s == DEFAULT_SOURCE else s for s in ordered)
+
+
+def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *, with_secrets: bool,
+                   data_dir_source: str) -> None:
     """Write the effective config as a sectioned file (mode 0600: it may hold secrets),
     its path settings absolute, so that it loads back to the same Config wherever it is
-    written (a relative one in a file is read against the file's directory)."""
-    from tiermem.config import SECRETS_LEFT_OUT, Config, leave_out_secrets
+    written (a relative one in a file is read against the file's directory). Its header
+    names the sources its values came from, only those used."""
+    from tiermem.config import SECRETS_LEFT_OUT, Config, explain_sources, leave_out_secrets
     from tiermem.config_sections import PATH_FIELDS, export_text, is_json
 
     values = Config.load(path, **overrides).model_dump(mode="json")
@@ -2039,7 +2053,8 @@ def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *
         if isinstance(text, str) and not os.path.isabs(text):
             values[key] = os.path.join(os.getcwd(), text)
     left_out = [] if with_secrets else leave_out_secrets(values)
-    header = [f"tiermem config --export (source: {path or 'defaults'}, env, --data-dir); "
+    sources = _sources_used(explain_sources(path, argument_sources={"data_dir": data_dir_source}, **overrides))
+    header = [f"tiermem config --export (sources: {sources}); "
               f"load with tiermem --config FILE or env TIERMEM_CONFIG=FILE"]
     if left_out:
         header.append(SECRETS_LEFT_OUT.format(", ".join(left_out)))
