@@ -70,10 +70,11 @@ SESSION_MAX_CHARS = 128
 SESSION_CONTROL_CHARS = "U+0000-U+001F, U+007F"
 MAX_TIMESTAMP = 253402300799.0  # 9999-12-31T23:59:59Z: the last instant a datetime can show
 # How far past this host's clock a message's `created_at` may be (seconds): a writer's clock
-# ahead of ours, or a local time read as UTC (at most 14 h), passes. A message dated
-# further ahead is refused, writing nothing: its conversation's last activity would be in
-# the future, and it would escape every `prune` until then (review r_ops, 2026-12-07)
-MAX_FUTURE_SKEW_S = 86_400.0
+# ahead of ours by days, a local time read as UTC, or a client that stamps a planned turn
+# passes; a wrong year or century does not. A message dated further ahead is refused,
+# writing nothing: its conversation's last activity would be in the future, and it would
+# escape every `prune` until then; a week bounds that escape.
+MAX_FUTURE_SKEW_S = 7 * 86_400.0
 # Above any position a conversation can reach (SQLite and Postgres integers are 64-bit):
 # the open end of a position range, and the largest position an API accepts.
 MAX_POSITION = 2**62
