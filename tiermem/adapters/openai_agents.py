@@ -433,8 +433,9 @@ class TiermemSession:
         than `budget` tokens as sent (`_within`: the items, not the plan's messages)."""
 
         def plan(pending: int, record: bool) -> Any:
+            what_if: dict[str, Any] = {} if record else {"record": False}  # a Memory's or a view's argument
             return self.memory.context(self.session_id, query, budget, system=system, timezone=self.timezone,
-                                       pending_tokens=pending, **({} if record else {"record": False}))
+                                       pending_tokens=pending, **what_if)
 
         return self._within(budget, 0, plan, lambda ctx: to_responses(ctx.messages), probe=True)
 
@@ -506,8 +507,9 @@ class TiermemSession:
         (`pending_tokens`, a `Client`'s request too): the prompt-cache epoch stays keyed by
         `budget`, so consecutive streamed turns, whose first call has them, extend one
         epoch as non-streamed turns do. `record=False`: a what-if plan (local memory only)."""
+        what_if: dict[str, Any] = {} if record else {"record": False}  # a Memory's or a view's argument
         return self.memory.context(self.session_id, query, budget, timezone=self.timezone, pending_tokens=pending,
-                                   **({} if record else {"record": False}))
+                                   **what_if)
 
     def _filter_items(self, inputs: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
         """The planned context less what the SDK's input leaves out (`left_out_items`: a
