@@ -187,10 +187,12 @@ the turn classifier through their public methods. Its invariants:
   user turn that says again what it revises (`_restates`: the same words, or the same
   holder giving the same value of the same kind of fact), not only the one it matched
   best: "I live in Oslo." said twice, then "Actually I moved to Bergen.", leaves neither
-  saying current. Never a value superseded before, another kind, holder or thing, nor
-  another occasion or time: the same values both ways and the same time qualifiers
-  (`_occasion`: "My flight is at 9am today." is no saying of tomorrow's, "I lived in Oslo
-  in 2019." / "I used to live in Oslo." none of "I live in Oslo.").
+  saying current, also where one saying opens with a lead-in ("Remember, ...", "As I
+  said, ...", "Note that ...": `_OPENER`, whose holder is what follows it). Never a
+  value superseded before, another kind, holder or thing, nor another occasion or time:
+  the same values both ways and the same time qualifiers (`_occasion`: "My flight is at
+  9am today." is no saying of tomorrow's, "I lived in Oslo in 2019." / "I used to live
+  in Oslo." none of "I live in Oslo.").
 - Acknowledgements follow their source: an assistant turn shortly after a superseded
   statement that restates its value (the same slot value or name) is superseded by the
   same turn, so the echo is never presented as current either.
@@ -2162,7 +2164,17 @@ MAX_PARTY_MODIFIERS = 2  # modifiers read before the person: "my little baby bro
 _OPENER = re.compile(r"^(?:(?:actually|oh|so|well|also|and|but|now|update|correction|sorry|ok|okay|hmm+|um+|btw|"
                      r"wait|no|yes|yeah|anyway|fyi|quick update|by the way|just so you know|heads up|"
                      # a self-correction's frame: the holder is what follows ("I meant she is 8")
-                     r"i meant|i mean)\b[,:;.!-]*\s*)+", re.IGNORECASE)
+                     r"i meant|i mean|"
+                     # a lead-in that says a fact again or stresses it ("Remember, I live in
+                     # Oslo.", "As I said, ...", "Note that ..."): the holder is what follows,
+                     # else a fact said twice reads as nobody's the second time, no restatement
+                     # (`_restates`), and stays current after its correction
+                     r"(?:please |just )?(?:remember|note|keep in mind|bear in mind|don['\u2019]t forget)"
+                     r"(?: that|(?=\s*[,:;!\u2014-]|\s+(?:i|i['\u2019]m|we|we['\u2019]re|my|our)\b))|"
+                     r"(?:as|like) i(?:['\u2019]ve)? (?:said|mentioned|told you|noted|explained)"
+                     r"(?: before| earlier| already)?|as (?:mentioned|noted)(?: before| earlier)?|as you know|"
+                     r"for the record|for your information|(?:just )?(?:a |quick )?reminder(?=\s*[,:;!\u2014-])|just to remind you|"
+                     r"(?:just )?to be clear|to reiterate)\b[,:;.!-]*\s*)+", re.IGNORECASE)
 # words that may stand between a subject and its verb ("my parents just moved")
 _ADVERBS = frozenset(("just", "finally", "already", "also", "recently", "now", "actually", "then", "since",
                       "has", "have", "had"))
