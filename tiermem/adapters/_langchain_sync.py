@@ -132,6 +132,7 @@ from tiermem.adapters._common import (
     shifted,
     visible,
 )
+from tiermem.adapters.anthropic import opening_tokens
 from tiermem.adapters.langchain import (
     METADATA_ARTIFACT_KEY,
     METADATA_CONTENT_KEY,
@@ -682,12 +683,16 @@ class ConversationSync:
         return batch + to_openai(new, max_metadata_bytes=self._limit), len(tail), mine
 
     def context_messages(self, query: str | None, system_messages: str | None = None) -> list[BaseMessage]:
-        ctx = self.memory.context(self.conversation_id, query, self.budget, system=self.system,
-                                  namespace_recall=self.namespace_recall, timezone=self.timezone)
         # as_stored sends a repeated call id as appended: renamed here, where it is model input
         # (and, with cache_marks, Anthropic's cache marks at the plan's breakpoints); the form
         # made explicit wins over the call's (the model it goes to), "as_is" without either
         form = self.system_messages or check_system_messages(system_messages) or "as_is"
+        # in_turn may open with a user message of its own (`in_turn`: an AI message first):
+        # planned with room for it, so what is sent stays within the budget
+        pending = opening_tokens(self.memory) if form == "in_turn" else 0
+        ctx = self.memory.context(self.conversation_id, query, self.budget, system=self.system,
+                                  namespace_recall=self.namespace_recall, timezone=self.timezone,
+                                  pending_tokens=pending)
         return context_input(ctx, self.cache_marks, form)
 
     def model_input(self, messages: Sequence[BaseMessage], system_messages: str | None = None) -> list[BaseMessage]:

@@ -141,7 +141,11 @@ gets a user message holding `CONTINUED_TEXT` first: the API refuses any other op
 So does a context with no message to send besides its system blocks (its one user
 message retracted; only assistant, tool or system rows in the log and none of them fit):
 the request is that user message alone, never `messages=[]`, which the API refuses
-("at least one message"). Whatever the plan holds, nothing else takes its place: the
+("at least one message"). That message is sent, so `tokens` counts it
+(`opening_tokens`); a context planned with it among its `pending_tokens`, and
+`to_anthropic(..., reserved=opening_tokens(memory))`, keeps room for it (the service's
+and MCP's `format: "anthropic"` and the LangChain adapters' `in_turn` form do), else a
+note says where it takes the request past the budget. Whatever the plan holds, nothing else takes its place: the
 caller's query is no message of the log (a retracted question must not come back), and
 the system blocks, with their marks, stay as planned.
 
@@ -243,7 +247,7 @@ from tiermem.tiers.formats import (
     result_id,
     to_chat,
 )
-from tiermem.tiers.models import check_int, check_keys
+from tiermem.tiers.models import MAX_BUDGET_TOKENS, check_int, check_keys
 from tiermem.tiers.plain_json import NESTED_TOO_DEEP, check_int_digits, plain_deep, unencodable
 from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, BpeTokenCounter, TokenCounter, message_tokens
 
@@ -359,8 +363,8 @@ class AnthropicRequest:
     plan's breakpoints are in them (`breakpoints`: every one the request holds, marked or
     not, in the plan's order; the marks are already placed, at most `max_breakpoints`);
     `notes`: what its count of tokens estimates (a document the API fetches, sent whole);
-    `tokens`: what it sends, counted (the plan's tokens, the thinking blocks the API counts
-    and the kept blocks sent whole)."""
+    `tokens`: what it sends, counted (the plan's tokens, the thinking blocks the API counts,
+    the kept blocks sent whole and the opening user message it adds)."""
 
     system: list[dict[str, Any]]
     messages: list[dict[str, Any]]
@@ -1295,6 +1299,14 @@ def _counter(memory: MemoryLike | None) -> TokenCounter:
     return BpeTokenCounter()
 
 
+def opening_tokens(memory: MemoryLike | None = None) -> int:
+    """What the user message `to_anthropic` opens a request with costs (`CONTINUED_TEXT`,
+    where the context's first turn is the assistant's: the API refuses that opening),
+    counted with the memory's counter (`_counter`). Give it as `pending_tokens` to plan a
+    context for Anthropic with room for it: the request then stays within the budget."""
+    return message_tokens(_counter(memory), {"role": "user", "content": CONTINUED_TEXT})
+
+
 def thinking_tokens(counter: TokenCounter, block: dict[str, Any]) -> int:
     """What a thinking block costs where the API counts it (the current tool loop's): its
     `thinking` text counted with `counter`; a redacted one's `data`, encrypted thinking,
@@ -1515,8 +1527,10 @@ def _as_counted(unit: list[tuple[dict[str, Any], str | dict[str, Any], int]]) ->
 
 def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
                  max_breakpoints: int = MAX_BREAKPOINTS, thinking: str = "current_loop",
-                 document_tokens: int = DOCUMENT_REFERENCE_TOKENS) -> AnthropicRequest:
-    """A context as a Messages API request (module docstring, "Out"); `memory`, the one
+                 document_tokens: int = DOCUMENT_REFERENCE_TOKENS, reserved: int = 0) -> AnthropicRequest:
+    """A context as a Messages API request (module docstring, "Out"); `reserved`, the
+    tokens of the context's `pending_tokens` kept for this request (`opening_tokens`, for
+    its opening user message), which it may send beyond the plan's budget; `memory`, the one
     the context came from, restores what `from_anthropic` kept in metadata; `thinking`,
     whose turns' thinking blocks go back (module docstring); `document_tokens`, what a
     document the API reads by URL or file id is counted at (an estimate: the request's
@@ -1527,6 +1541,8 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
               "(Anthropic's limit on cache_control marks in a request)")
     check_int(document_tokens, "document_tokens", 0, MAX_DOCUMENT_TOKENS,
               "(the tokens a document the API fetches by URL or file id is counted at)")
+    check_int(reserved, "reserved", 0, MAX_BUDGET_TOKENS, "(tokens of the context's pending_tokens kept for it)")
+    budget = ctx.plan.budget + reserved  # what the request may send
     stored = _stored(ctx, check_memory(memory) if memory is not None else None)
     kept: _Kept = {}  # what was put back beyond the plan's count, with what it was counted as
     system: list[dict[str, Any]] = []
@@ -1569,11 +1585,22 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
         added, unfit = _fit_kept(turns, kept, counter, ctx, document_tokens=document_tokens, reserved=thought,
                                  origin=origin, every_loop=every_loop)
         sent += thought + added
-        if sent > ctx.plan.budget:  # the API refuses a tool loop's turn without its thinking
-            notes.append(f"the current tool loop's thinking blocks ({thought} tokens), which the API requires, "
-                         f"take the request to {sent} tokens, past the plan's budget of {ctx.plan.budget}")
+        thinking_past = sent > budget  # the API refuses a tool loop's turn without its thinking
+    else:
+        thought, thinking_past = 0, False
     if not turns or turns[0][0] == "assistant":  # the API refuses any other opening, and no message at all
         turns.insert(0, ["user", [{"type": "text", "text": CONTINUED_TEXT}]])
+        # sent, so counted: the plan had room for it where it was planned with
+        # `opening_tokens` among its pending tokens (the service, the LangChain adapters)
+        opening = opening_tokens(memory)
+        sent += opening
+        if sent > budget and not thinking_past:
+            notes.append(f"the opening user message the API requires ({opening} tokens) takes the request to "
+                         f"{sent} tokens, past the budget of {budget} (keep room for it: plan with "
+                         "pending_tokens=opening_tokens(memory), and give reserved=opening_tokens(memory))")
+    if thinking_past:
+        notes.insert(0, f"the current tool loop's thinking blocks ({thought} tokens), which the API requires, "
+                     f"take the request to {sent} tokens, past the plan's budget of {budget}")
     trimmed: dict[str, Any] | None = None
     if turns and turns[-1][0] == "assistant":  # prefill: the API refuses it ending in whitespace
         last = turns[-1][1][-1]

@@ -41,7 +41,7 @@ from mcp.types import Tool as MCPTool
 from pydantic import Field, StrictBool, StrictInt
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, LocalMemory
-from tiermem.adapters.anthropic import to_anthropic
+from tiermem.adapters.anthropic import opening_tokens, to_anthropic
 from tiermem.config import MAX_ID_CHARS_LIMIT
 from tiermem.memory import MAX_BUDGET_TOKENS, MAX_HISTORY_PAGE, MAX_SEARCH_K
 from tiermem.planner.plan import MAX_BREAKPOINTS
@@ -247,12 +247,14 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
             raise MemoryToolError(ValidationError(next(iter(options)), 'only with format "anthropic" (an OpenAI '
                                                   "context has no thinking blocks or cache marks)"))
         mem = mem_of(ctx)
+        # an Anthropic request may open with a user message of its own: planned with room for it
+        opening = opening_tokens(mem) if format == ANTHROPIC_FORMAT else 0
         out = guard("context", mem.context, conversation_id, query, budget, system=system, timezone=timezone,
-                    pending_tokens=pending_tokens, truncate_latest=truncate_latest,
+                    pending_tokens=pending_tokens + opening, truncate_latest=truncate_latest,
                     namespace_recall=namespace_recall)
         rest = {"plan": render(out.plan.to_dict()), "explain": out.plan.explain()}
         if format == ANTHROPIC_FORMAT:
-            req = guard("context", to_anthropic, out, mem, **options)
+            req = guard("context", to_anthropic, out, mem, reserved=opening, **options)
             # what the request sends (with the thinking and whole blocks it adds), and
             # to_anthropic's notes on it, as the HTTP context answers them
             return {"format": format, "system": render(req.system), "messages": render(req.messages),

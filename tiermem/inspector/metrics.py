@@ -107,9 +107,10 @@ class PlanSample:
     expected_cached_tokens: int
 
     @classmethod
-    def of(cls, plan: Plan, at: float, tokens: int | None = None) -> PlanSample:
+    def of(cls, plan: Plan, at: float, tokens: int | None = None, budget: int | None = None) -> PlanSample:
         sent = plan.tokens if tokens is None else tokens  # what the answer sends (PlanMetrics.observe)
-        return cls(at, plan.conversation_id, sent, plan.budget, plan.slice_tokens(), plan.query_class,
+        room = plan.budget if budget is None else budget
+        return cls(at, plan.conversation_id, sent, room, plan.slice_tokens(), plan.query_class,
                    plan.degraded, load_bearing_left_out(plan), tuple(stale_views(plan)), plan.cache.new_epoch,
                    plan.cache.expected_cached_tokens)
 
@@ -172,12 +173,15 @@ class PlanMetrics:
                                          ["provider"], registry=r, buckets=TOKEN_BUCKETS)
         self.calls = Counter("tiermem_context_calls", "context calls observed", registry=r)
 
-    def observe(self, namespace: str, plan: Plan, tokens: int | None = None) -> None:
+    def observe(self, namespace: str, plan: Plan, tokens: int | None = None, budget: int | None = None) -> None:
         """Record one plan handed to an agent; never raises (a metric must not fail a context call).
         `tokens`: what the answer sends, where its form adds to the plan's (an Anthropic
-        request's current-loop thinking, its blocks kept whole); None: the plan's."""
+        request's current-loop thinking, its blocks kept whole, its opening message); None:
+        the plan's. `budget`: the room it had, where the plan was made with pending tokens
+        kept for the answer's form (an Anthropic opening message); None: the plan's."""
         try:
-            self._observe(namespace, plan, plan.tokens if tokens is None else tokens)
+            self._observe(namespace, plan, plan.tokens if tokens is None else tokens,
+                          plan.budget if budget is None else budget)
         except Exception:
             log.exception("could not record the metrics of a plan")
 
@@ -210,13 +214,13 @@ class PlanMetrics:
                 if not spaces:
                     del self._history[group]
 
-    def _observe(self, namespace: str, plan: Plan, tokens: int) -> None:
+    def _observe(self, namespace: str, plan: Plan, tokens: int, budget: int) -> None:
         memory = self.memory_of() if self.memory_of is not None else None
         if memory is not None:  # before the call is kept: an erasure after it must reach it
             self.follow(memory)
         self.calls.inc()
-        if plan.budget > 0:
-            self.budget_use.observe(tokens / plan.budget)
+        if budget > 0:
+            self.budget_use.observe(tokens / budget)
         per = plan.slice_tokens()
         for layer in SLICES:
             self.layer_tokens.labels(layer).observe(per.get(layer, 0))
@@ -233,7 +237,7 @@ class PlanMetrics:
         self.cached.observe(plan.cache.expected_cached_tokens)
         self.provider_cached.labels("openai").observe(plan.cache.openai_cached_tokens)
         self.provider_cached.labels("anthropic").observe(plan.cache.anthropic_cached_tokens)
-        sample = PlanSample.of(plan, self.clock(), tokens)
+        sample = PlanSample.of(plan, self.clock(), tokens, budget)
         group = self.group_of(namespace)
         with self._lock:
             spaces = self._history.get(group)

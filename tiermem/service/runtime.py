@@ -53,9 +53,10 @@ class Runtime:
     storage_failed_at: float | None = None
     # the embedding model loads in the background: "idle", "loading", "ready" or "failed"
     embedder_state: str = "idle"
-    # called with (namespace, plan, tokens sent) for every context handed to a caller
-    # (tiermem.inspector's metrics): the tokens of the answer's form, the plan's or more
-    plan_hooks: list[Callable[[str, Any, int], None]] = field(default_factory=list)
+    # called with (namespace, plan, tokens sent, budget) for every context handed to a caller
+    # (tiermem.inspector's metrics): the tokens of the answer's form, the plan's or more, and
+    # the room they had (the plan's budget, with what its pending tokens kept for the request)
+    plan_hooks: list[Callable[[str, Any, int, int], None]] = field(default_factory=list)
     latency: Histogram = field(init=False)
     unhandled: Counter = field(init=False)
 

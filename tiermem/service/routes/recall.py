@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
-from tiermem.adapters.anthropic import to_anthropic
+from tiermem.adapters.anthropic import opening_tokens, to_anthropic
 from tiermem.errors import ValidationError
 from tiermem.memory import MAX_SEARCH_K
 from tiermem.service.auth import Ns, SearchBodyNs, SearchNs
@@ -66,6 +66,9 @@ def context(conversation_id: ConvId, body: ContextIn, ns: Ns, runtime: RuntimeDe
         raise ValidationError(next(iter(options)), 'only with format "anthropic" (an OpenAI context has no '
                               "thinking blocks or cache marks)")
     mem = runtime.mem()
+    # an Anthropic request may open with a user message of its own (to_anthropic's,
+    # where the context opens with a reply): planned with room for it
+    opening = opening_tokens(mem) if body.format != OPENAI_FORMAT else 0
     ctx = mem.context(
         conversation_id,
         body.query,
@@ -75,20 +78,20 @@ def context(conversation_id: ConvId, body: ContextIn, ns: Ns, runtime: RuntimeDe
         namespace=ns,
         truncate_latest=body.truncate_latest,
         timezone=body.timezone,
-        pending_tokens=body.pending_tokens,
+        pending_tokens=body.pending_tokens + opening,
     )
     if body.format != OPENAI_FORMAT:
         # the request's namespace: the stored rows that restore thinking are read there
-        req = to_anthropic(ctx, mem.namespaced(ns), **options)
+        req = to_anthropic(ctx, mem.namespaced(ns), reserved=opening, **options)
         # what is sent, counted (the plan's tokens and the thinking and whole blocks the
         # request adds), answered and observed: the plan's count would understate it
         for hook in runtime.plan_hooks:
-            hook(ns, ctx.plan, req.tokens)
+            hook(ns, ctx.plan, req.tokens, ctx.plan.budget + opening)
         return AnthropicContextOut(format=body.format, system=finite(req.system), messages=finite(req.messages),
                                    tokens=req.tokens, notes=req.notes, plan=finite(ctx.plan.to_dict()),
                                    explain=ctx.plan.explain(), breakpoints=[asdict(b) for b in req.breakpoints])
     for hook in runtime.plan_hooks:
-        hook(ns, ctx.plan, ctx.tokens)
+        hook(ns, ctx.plan, ctx.tokens, ctx.plan.budget)
     return ContextOut(
         messages=finite(ctx.messages),
         tokens=ctx.tokens,
