@@ -10,7 +10,11 @@ Invariants:
   need not pay reading a conversation of long turns, `refuse_unfit`). The turns
   after it (the current tool loop, a pending round included) are kept too, in every
   setting: newest first, up to the room the pinned block leaves (not capped at the
-  tail's share), until one does not fit whole (planner.pack.Packing.take_loop).
+  tail's share) (planner.pack.Packing.take_loop); where they do not all fit whole the
+  pins and older turns give way and their tool outputs are trimmed further, one allowance
+  shared among them (`fit_round`), and where not even the least trim fits the call fails
+  with `BudgetTooSmall` naming the round: never the question alone (the model would call
+  its tools again). The tail's rows are read back to the latest user message for it.
 - An assistant message with tool calls is never separated from its tool results.
 - Order is prefix-stable, what changes least first: system, pinned, summary, the recent
   tail, then the per-turn part: the retrieved turns, then the latest user message
@@ -478,7 +482,8 @@ class Planner:
         packing.fill(caps, plan, fixed.tail_rows, table, self.settings.tail_anchor, fill_to,
                      kept_from=call.kept_from, held_back=held_back,
                      leftovers=plan.query_class in NEEDS_ROOM_CLASSES, latest_user=fixed.latest_user,
-                     memory_last=memory_last, tail_first=self._cached_size if recall_first else None)
+                     memory_last=memory_last, tail_first=self._cached_size if recall_first else None,
+                     retrim=lambda c, limit: self._retrim(call, fixed, c, limit))
         # a superseded turn the tail shows raw is marked in the retrieved block (planner.marks)
         marks.take(packing, marks.for_tail(self.candidates, conv, packing, fixed.tail_rows, call.zone))
         call.mark("pack")
@@ -583,6 +588,17 @@ class Planner:
         latest_user = next((r.position for r in reversed(tail_rows) if r.role == "user"), None)
         if latest_user is None:  # older than the tail's rows: the newest one nothing hides
             latest_user = self.cold.latest_position(conv, "user", after=cleared, skip=hidden)
+        if (latest_user is not None and tail_rows and tail_rows[0].position > latest_user
+                and any(r.role == "tool" for r in tail_rows)):
+            # the current round is longer than the scan (its outputs counted at their trim
+            # allowance passed the budget): read back to its user message, or its results
+            # would lose their call (left out as orphans) and the round would never be shown
+            # (positions are dense but for gaps, so this many newest rows reach back to it)
+            more = self.cold.tail_turns(conv, tail_rows[-1].position - latest_user + 1)
+            more = [r for r in more if r.position > cleared and r.position not in hidden]
+            tail_msgs.update({m.position: m for m in self.candidates.messages(
+                conv, [r.position for r in more if r.position not in tail_msgs], hot)})
+            tail_rows = more
         if latest_user is not None and latest_user not in tail_msgs:
             tail_msgs.update({m.position: m for m in self.candidates.messages(conv, [latest_user], hot)})
         system_tokens = sum(message_tokens(self.tokens, m) for m in fixed_msgs)
@@ -603,6 +619,12 @@ class Planner:
                 latest_body = {"role": "user", "content": self.tokens.decode(ids[:room])}
         room = budget - base - (message_tokens(self.tokens, latest_body) if latest_body else 0)
         return _Fixed(fixed_msgs, tail_rows, tail_msgs, hidden, latest_user, latest_body, latest_truncated, room)
+
+    def _retrim(self, call: _Call, fixed: _Fixed, c: Candidate, limit: int) -> Candidate:
+        """Tail unit `c` anew, its tool outputs trimmed to `limit` tokens (at most the
+        usual `tool_trim_tokens`): the current round's fit (pack.Packing.fit_round)."""
+        msgs = [fixed.tail_msgs[p] for p in c.group]
+        return self.candidates.unit(call.conv, msgs, min(limit, self.settings.tool_trim_tokens), c.reason)
 
     def _refuse(self, budget: int, system_tokens: int, latest_body: dict[str, Any] | None,
                 truncate_latest: bool, pending: int = 0) -> None:
@@ -742,11 +764,16 @@ class Planner:
                 break
             if not packing.drop_one(plan):
                 pending = call.pending if limit is None else 0  # the room is the budget given less them
+                # the current round (never dropped: pack.Packing.drop_one) named as the part
+                # that does not fit, where it is shown
+                round_ = packing.round_units()
                 raise BudgetTooSmall(budget + pending, total, truncated=fixed.latest_truncated, pending=pending,
                                      system=sum(message_tokens(self.tokens, m) for m in fixed.messages),
                                      priming=REPLY_PRIMING_TOKENS,
                                      latest=None if fixed.latest_body is None
-                                     else message_tokens(self.tokens, fixed.latest_body))
+                                     else message_tokens(self.tokens, fixed.latest_body),
+                                     round_tokens=sum(c.tokens for c in round_) if round_ else None,
+                                     round_trim=packing.round_trim if round_ else None)
         # packing estimated a shared session heading per line; what the exact count left
         # over goes to the next retrieved candidates, as long as the exact count still
         # fits (only retrieved: it sits last, so the slack, which varies from turn to

@@ -442,25 +442,27 @@ class Candidates:
             for g, why in got.dropped:
                 plan.left_out.append(PlanItem("tail", conv, [m.position for m in g], g[0].extra.get("tier", "cold"),
                                               "verbatim", sum(m.tokens for m in g), 0.0, why))
-        out = []
-        for g in got.groups:
-            bodies = []
-            fid = "verbatim"
-            for m in g:
-                body = wire_body(m.body)
-                key = result_text_field(m.body)
-                if key is not None:
-                    text, trimmed = self.render.trim(m.text, self.settings.tool_trim_tokens, m.position)
-                    if trimmed:
-                        body[key] = text
-                        fid = "trimmed"
-                bodies.append(body)
-            toks = sum(message_tokens(self.tokens, b) for b in bodies)
-            c = Candidate("tail", conv, g[0].position, TAIL_SCORE, "recent turn", tokens=toks, fidelity=fid,
+        return [self.unit(conv, g, self.settings.tool_trim_tokens) for g in got.groups], got
+
+    def unit(self, conv: str, g: Sequence[StoredMessage], limit: int, reason: str = "recent turn") -> Candidate:
+        """One tail unit's candidate, each tool output in it trimmed to `limit` tokens (its
+        head and tail, a marker between: planner.render.Render.trim)."""
+        bodies = []
+        fid = "verbatim"
+        for m in g:
+            body = wire_body(m.body)
+            key = result_text_field(m.body)
+            if key is not None:
+                text, trimmed = self.render.trim(m.text, limit, m.position)
+                if trimmed:
+                    body[key] = text
+                    fid = "trimmed"
+            bodies.append(body)
+        toks = sum(message_tokens(self.tokens, b) for b in bodies)
+        c = Candidate("tail", conv, g[0].position, TAIL_SCORE, reason, tokens=toks, fidelity=fid,
                       tier=g[0].extra.get("tier", "cold"), group=[m.position for m in g])
-            c.body = {"messages": bodies}
-            out.append(c)
-        return out, got
+        c.body = {"messages": bodies}
+        return c
 
     def tail_scan(self, table: TurnTable, budget: int) -> int:
         """How many of the newest turns the tail could ever use at this budget: enough

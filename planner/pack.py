@@ -17,7 +17,10 @@ Invariants:
   is kept like the latest user message (`take_loop`): newest first, up to the
   room the pinned block left, past the tail's share. It counts against that share where
   it fits in it (the tail is then chosen as it always was); the older tail gives way to
-  it, and a unit that does not fit whole ends it (contiguous, as the tail).
+  it. Where a unit of it does not fit whole, the whole loop is shown all the same
+  (`fit_round`): the pins and the older tail give way, and its tool outputs are trimmed
+  to the largest allowance, one for all, at which it fits; `drop_one` never drops it, so
+  a loop that fits not even at ROUND_MIN_RESULT_TOKENS an output is BudgetTooSmall.
 - The tail is contiguous (an older turn never jumps a gap) and starts on a grid
   (`stable_tail`), so consecutive contexts share it as a byte-identical prefix. One
   exception: on the default layout the part `grow_tail` adds passes over a unit that
@@ -27,7 +30,9 @@ Invariants:
 - A turn is shown verbatim once: a pin the tail shows, or a retrieved turn the tail or
   the pinned block shows, is withdrawn from its other slice, and its tokens go back; a
   pin the pinned block shows is not grown into the tail (`grow_tail`).
-- At least the highest-priority pin fits (a constraint left out is an answer gone wrong).
+- At least the highest-priority pin fits (a constraint left out is an answer gone wrong),
+  unless the current tool loop needs the room (`fit_round`: without its results the
+  model calls its tools again, each call paid).
 - A retrieved turn may be shown as a query-focused excerpt (planner.excerpt; off by
   default): LEFTOVER only in the room the whole lines left (`take_excerpts`, then
   `top_up`'s second pass), so no turn that fits whole gives way to an excerpt; INLINE in
@@ -64,6 +69,17 @@ TAIL_GROWTH = 3
 # (grown to TAIL_GROWTH, the next call's first append would move its start at once)
 KEPT_FILL_SHARES = TAIL_GROWTH - 1
 DROPPED = "dropped to meet the exact budget"
+# A tool output of the current round is trimmed no further than this many tokens (its head
+# and tail, planner.render's marker between them naming where the whole text is): a round
+# that does not fit with its outputs trimmed this far is the budget's error (BudgetTooSmall)
+ROUND_MIN_RESULT_TOKENS = 16
+ROUND_TRIMMED = ("the current tool round: its outputs trimmed to {limit} tokens each (the room it had, "
+                 "shared among them) so that the model is shown the results of the calls it made")
+GAVE_WAY = ("gave way to the current tool round (the calls after the latest user message and their results, "
+            "which the model must be shown or it calls the tools again)")
+# A round trims its outputs to the largest allowance that fits, found by bisection: each try
+# re-renders the round's outputs, so this bounds the work on a round of many outputs
+ROUND_TRIM_TRIES = 12
 
 
 class Packing:
@@ -89,12 +105,20 @@ class Packing:
         # none): the plan's cache report says which
         self.kept_units: int | None = None
         self.kept_miss = ""
+        # the latest user message's position (fill's `latest_user`): the tail units after
+        # it are the current round, which drop_one never drops
+        self.latest_user: int | None = None
+        # the allowance fit_round trimmed the current round's outputs to (None: shown as trimmed usually)
+        self.round_trim: int | None = None
+        # the pins and older tail units fit_round released for the round (their left_out reason)
+        self.gave_way: set[tuple[str, int]] = set()
 
     def fill(self, caps: dict[str, int], plan: Plan, tail_rows: list[TurnRow], table: TurnTable,
              tail_anchor: int, fill_to: int = 0, *, kept_from: int | None = None,
              held_back: frozenset[int] = frozenset(), leftovers: bool = True,
              latest_user: int | None = None, memory_last: bool = False,
-             tail_first: Callable[[Candidate], int] | None = None) -> None:
+             tail_first: Callable[[Candidate], int] | None = None,
+             retrim: Callable[[Candidate, int], Candidate] | None = None) -> None:
         """Each slice up to its cap, then the leftovers to the per-turn part; then, when
         the slices use less than `fill_to` tokens of the room, older tail turns up to it
         (`grow_tail`). `memory_last` (system_messages="before_latest"): `kept_from` is the
@@ -107,7 +131,9 @@ class Packing:
         a session resumed after the cache expired, planner.build): the tail grows before
         the retrieved slice takes its room, until the layers before it reach `fill_to`
         on their own, measured by `tail_first` (a unit's tokens as the provider caches
-        them), the unit that crosses it included."""
+        them), the unit that crosses it included. `retrim`: a tail unit anew, its tool outputs
+        trimmed to a given number of tokens (`take_loop`'s current round)."""
+        self.latest_user = latest_user
         if self.pools["pinned"]:
             # at least the highest-priority pin fits (a constraint left out is an answer
             # gone wrong): still a function of the pins and the budget, not of the class
@@ -126,7 +152,7 @@ class Packing:
                                                   max(1, caps["tail"] // TAIL_GRID_PARTS), table, tail_anchor)
         self.used["tail"] = sum(c.tokens for c in self.chosen["tail"])
         self.remaining -= self.used["tail"]
-        self.take_loop(latest_user)
+        self.take_loop(latest_user, retrim)
         # a pinned turn that the tail shows verbatim is not repeated in the pinned block
         self.withdraw("pinned", {p for c in self.chosen["tail"] for p in c.group})
         self.take("pinned", caps["pinned"])  # the room a pin in the tail freed goes to the next pin
@@ -151,11 +177,13 @@ class Packing:
         # them), so the grown tail passes over them instead
         self.grow_tail(extra, held_back, pins_once=memory_last)
 
-    def take_loop(self, latest_user: int | None) -> None:
+    def take_loop(self, latest_user: int | None,
+                  retrim: Callable[[Candidate, int], Candidate] | None = None) -> None:
         """The tail units after `latest_user` that the tail as chosen left out (it stops
         at its share: a tool round larger than the share left the tail empty, and the
         model called the tool again for a result it was never shown), newest first up to
-        the room left; stops at the first that does not fit whole (contiguous). With no
+        the room left; where one does not fit whole, `fit_round` (given `retrim`) shows them
+        all, their tool outputs trimmed further. With no
         latest user message, or when nothing after it calls a tool or answers one (a plain
         reply: a conversation, not an agent's loop), there is no current loop: the tail is
         as chosen."""
@@ -170,6 +198,57 @@ class Packing:
             self.chosen["tail"].append(c)
             self.used["tail"] += c.tokens
             self.remaining -= c.tokens
+        if pool and pool[0].position > latest_user and retrim is not None:
+            self.fit_round(latest_user, retrim)
+
+    def fit_round(self, latest_user: int, retrim: Callable[[Candidate, int], Candidate]) -> None:
+        """The current round does not fit whole: shown all the same, its tool outputs
+        trimmed further (`retrim`), to the largest allowance, the same for each output (a
+        shorter one stays whole), at which the round fits the room the system prompt and
+        the latest user message leave. Sent the question alone, the model would call the
+        same tools again, paying for each call, until the agent's recursion limit. The
+        round outranks the pinned block and every older turn: they give way (the pins are
+        taken again by `fill` in what the round leaves). Where not even
+        ROUND_MIN_RESULT_TOKENS an output fits, the round is taken so all the same: the
+        exact count then finds nothing to drop (`drop_one` never drops it) and the call
+        fails with BudgetTooSmall naming the tokens needed, never the question alone."""
+        pool, chosen = self.pools["tail"], self.chosen
+        # the round (newest first), and the pins and older turns that give way to it
+        round_ = ([c for c in chosen["tail"] if c.position > latest_user]
+                  + [c for c in pool if c.position > latest_user])
+        older = [c for c in chosen["tail"] if c.position <= latest_user]
+        self.pools["tail"] = sorted(older + [c for c in pool if c.position <= latest_user], key=lambda c: -c.position)
+        self.pools["pinned"] = chosen["pinned"] + self.pools["pinned"]
+        self.gave_way = {(c.conversation_id, c.position) for c in chosen["pinned"] + older}
+        self.remaining += self.used["tail"] + self.used["pinned"]
+        chosen["tail"], chosen["pinned"] = [], []
+        self.used["tail"] = self.used["pinned"] = 0
+
+        def at(limit: int) -> list[Candidate]:
+            return [retrim(c, limit) for c in round_]
+
+        # `retrim` caps an allowance at the usual trim, so no output grows past it
+        lo, hi = ROUND_MIN_RESULT_TOKENS, max(ROUND_MIN_RESULT_TOKENS + 1, max(c.tokens for c in round_) + 1)
+        best = round_  # as usually trimmed: with the pins and older turns gone it may fit
+        if sum(c.tokens for c in best) > self.remaining:
+            best = at(lo)
+            if sum(c.tokens for c in best) <= self.remaining:
+                for _ in range(ROUND_TRIM_TRIES):  # the largest allowance that fits
+                    if hi - lo <= 1:
+                        break
+                    mid = (lo + hi) // 2
+                    got = at(mid)
+                    if sum(c.tokens for c in got) <= self.remaining:
+                        lo, best = mid, got
+                    else:
+                        hi = mid
+            self.round_trim = lo
+            for c in best:
+                if c.fidelity == "trimmed":
+                    c.reason = ROUND_TRIMMED.format(limit=lo)
+        chosen["tail"] = best
+        self.used["tail"] = sum(c.tokens for c in best)
+        self.remaining -= self.used["tail"]
 
     def grow_tail(self, extra: int, held_back: frozenset[int] = frozenset(), pins_once: bool = False,
                   size: Callable[[Candidate], int] | None = None) -> None:
@@ -309,9 +388,18 @@ class Packing:
             for c in self.pools[s][:PLAN_LEFT_OUT_PER_SLICE]:
                 if (c.conversation_id, c.position) in shown:
                     continue
+                why = (GAVE_WAY if (c.conversation_id, c.position) in self.gave_way
+                       else "did not fit its share of the budget: " + c.reason)
                 out.append(PlanItem(s, c.conversation_id, c.group or [c.position], c.tier, c.fidelity,
-                                    c.tokens, c.score, "did not fit its share of the budget: " + c.reason))
+                                    c.tokens, c.score, why))
         return out
+
+    def round_units(self) -> list[Candidate]:
+        """The chosen tail units of the current tool loop (after the latest user message,
+        one of them a call or a result; a plain reply there is no loop: `take_loop`)."""
+        lu = self.latest_user
+        after = [] if lu is None else [c for c in self.chosen["tail"] if c.position > lu]
+        return after if any(_tool_unit(c) for c in after) else []
 
     def shown_verbatim(self) -> set[int]:
         return {p for c in self.chosen["tail"] for p in c.group} | {c.position for c in self.chosen["pinned"]}
@@ -357,7 +445,9 @@ class Packing:
 
     def drop_one(self, plan: Plan) -> bool:
         """Drop the lowest-value item: retrieved (lowest score), summary, the oldest tail
-        unit, then the lowest-priority pin."""
+        unit but those of the current tool loop, then the lowest-priority pin; never a unit
+        of the loop (`round_units`: the model would call its tools again), so a loop that
+        does not fit is the budget's error."""
         chosen = self.chosen
         for s in ("retrieved", "summary"):
             if chosen[s]:
@@ -365,8 +455,10 @@ class Packing:
                 chosen[s].remove(victim)
                 plan.left_out.append(victim.item(DROPPED))
                 return True
-        if chosen["tail"]:
-            victim = min(chosen["tail"], key=lambda c: c.position)
+        loop = {id(c) for c in self.round_units()}
+        older = [c for c in chosen["tail"] if id(c) not in loop]
+        if older:
+            victim = min(older, key=lambda c: c.position)
             chosen["tail"].remove(victim)
             plan.left_out.append(victim.item(DROPPED))
             return True

@@ -377,8 +377,12 @@ class BudgetTooSmall(ValidationError):
     says so ("budget 1000 less pending_tokens 990 leaves 10 tokens, which cannot hold ...")
     rather than naming the room as if it were the budget. PART_PENDING (field
     `pending_tokens`): the pending tokens with the reply priming alone exceed the budget,
-    so no context fits whatever the conversation holds."""
+    so no context fits whatever the conversation holds. PART_ROUND: the current tool round
+    (the latest user message and the tool calls and results after it, `round_tokens` of
+    them, their outputs trimmed to `round_trim` tokens each when given) does not fit:
+    sent without it, an agent's model would call the same tools again and again."""
 
+    PART_ROUND = "round"
     PART_SYSTEM = "system"
     PART_LATEST = "latest"
     PART_TRUNCATED = "truncated_latest"
@@ -387,8 +391,10 @@ class BudgetTooSmall(ValidationError):
 
     def __init__(self, budget: int, needed: int, *, truncated: bool = False, system: int = 0,
                  priming: int = 0, latest: int | None = None, pending: int = 0,
-                 least_truncated: int | None = None) -> None:
+                 least_truncated: int | None = None, round_tokens: int | None = None,
+                 round_trim: int | None = None) -> None:
         self.budget, self.needed, self.pending_tokens = budget, needed, pending
+        self.round_tokens, self.round_trim = round_tokens, round_trim
         self.least_truncated = least_truncated
         self.system_tokens, self.priming_tokens, self.latest_tokens = system, priming, latest
         if pending and priming + pending > budget:  # nothing of the context can fit: the caller's own count
@@ -414,6 +420,14 @@ class BudgetTooSmall(ValidationError):
             self.part = self.PART_SYSTEM if system else self.PART_PRIMING
             problem = (f"{head} cannot hold the fixed part of a context ({needed} tokens: the system "
                        f"prompt's {system} and the reply priming's {priming}); {raise_budget}")
+        elif round_tokens is not None and latest is not None:
+            self.part = self.PART_ROUND
+            trim = f", their outputs trimmed to {round_trim} tokens each" if round_trim is not None else ""
+            problem = (f"{head} cannot hold the current tool round (the latest user message's {latest} tokens and "
+                       f"the {round_tokens} of the tool calls and results after it{trim}{beside}: {needed} tokens "
+                       f"in all); raise the budget to at least {needed + pending}"
+                       f"{' (or lower pending_tokens)' if pending else ''}: without its results the model would "
+                       "call the same tools again")
         elif truncated:
             self.part = self.PART_TRUNCATED
             problem = (f"{head} cannot hold even a truncated latest user message (at least {latest} tokens"
@@ -482,6 +496,10 @@ _BUDGET_PROBLEMS: tuple[tuple[re.Pattern[str], bool], ...] = (
                 r"prompt's (?P<system>\d+) and the reply priming's (?P<priming>\d+)\); .*"), False),
     (re.compile(r"(?P<budget>\d+) tokens cannot hold even a truncated latest user message \(at least (?P<latest>\d+) "
                 rf"tokens{_BUDGET_BESIDE}: (?P<needed>\d+) tokens in all\); .*"), True),
+    (re.compile(r"(?P<budget>\d+) tokens cannot hold the current tool round \(the latest user message's "
+                r"(?P<latest>\d+) tokens and the (?P<round_tokens>\d+) of the tool calls and results after it"
+                r"(?:, their outputs trimmed to (?P<round_trim>\d+) tokens each)?"
+                rf"{_BUDGET_BESIDE}: (?P<needed>\d+) tokens in all\); .*"), False),
     (re.compile(r"(?P<budget>\d+) tokens cannot hold the latest user message \((?P<latest>\d+) "
                 rf"tokens{_BUDGET_BESIDE}: (?P<needed>\d+) tokens in all\); .*"), False),
 )
