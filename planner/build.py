@@ -10,11 +10,14 @@ Invariants:
   need not pay reading a conversation of long turns, `refuse_unfit`). The turns
   after it (the current tool loop, a pending round included) are kept too, in every
   setting: newest first, up to the room the pinned block leaves (not capped at the
-  tail's share) (planner.pack.Packing.take_loop); where they do not all fit whole the
-  pins and older turns give way and their tool outputs are trimmed further, one allowance
-  shared among them (`fit_round`), and where not even the least trim fits the call fails
-  with `BudgetTooSmall` naming the round: never the question alone (the model would call
-  its tools again). The tail's rows are read back to the latest user message for it.
+  tail's share), until an older round does not fit whole (it and the rounds before it
+  are left out: a long loop runs on with its recent rounds; planner.pack.Packing.take_loop).
+  The latest round (the model's latest tool-call message and its results) is always
+  sent: where it does not fit whole the pins and older turns, older rounds included,
+  give way, then its tool outputs are trimmed further, one allowance shared among them
+  (`fit_round`), and where not even the least trim fits the call fails with
+  `BudgetTooSmall` naming the round: never the question without it (the model would call
+  its tools again). The tail's rows are read back as far as that round's call for it.
 - An assistant message with tool calls is never separated from its tool results.
 - Order is prefix-stable, what changes least first: system, pinned, summary, the recent
   tail, then the per-turn part: the retrieved turns, then the latest user message
@@ -216,6 +219,10 @@ MAX_STAMP_AHEAD_S = 86_400.0
 REWIND_MIN_KEPT_SHARE = 0.5
 # Truncating the latest user message leaves this many tokens spare at first (a cut
 # token sequence can decode to text that encodes longer); the exact count then cuts more.
+# The tail's rows are read back, past the scan, as far as the latest tool round's call and
+# the assistant message before it (the round before, named where it gives way): this many
+# assistant messages before the newest tool result (_round_call_read)
+ROUNDS_READ = 2
 TRUNCATION_MARGIN_TOKENS = 1
 ALWAYS_KEPT_SCORE = 1.0  # the plan's score of the system prompt and the latest user message
 MS_PER_S = 1000.0
@@ -588,17 +595,23 @@ class Planner:
         latest_user = next((r.position for r in reversed(tail_rows) if r.role == "user"), None)
         if latest_user is None:  # older than the tail's rows: the newest one nothing hides
             latest_user = self.cold.latest_position(conv, "user", after=cleared, skip=hidden)
-        if (latest_user is not None and tail_rows and tail_rows[0].position > latest_user
-                and any(r.role == "tool" for r in tail_rows)):
-            # the current round is longer than the scan (its outputs counted at their trim
-            # allowance passed the budget): read back to its user message, or its results
-            # would lose their call (left out as orphans) and the round would never be shown
-            # (positions are dense but for gaps, so this many newest rows reach back to it)
-            more = self.cold.tail_turns(conv, tail_rows[-1].position - latest_user + 1)
-            more = [r for r in more if r.position > cleared and r.position not in hidden]
-            tail_msgs.update({m.position: m for m in self.candidates.messages(
-                conv, [r.position for r in more if r.position not in tail_msgs], hot)})
-            tail_rows = more
+        if latest_user is not None and tail_rows:
+            # the latest tool round longer than the scan (its outputs counted at their trim
+            # allowance passed the budget): read back, twice the rows each time, until its
+            # tool-call message is in, or its results would lose their call (left out as
+            # orphans) and the round would never be shown; and the round before it, which
+            # the plan names where it gives way. Not further: the older rounds of a long
+            # loop give way to it (planner.pack fit_round), and reading them all would cost
+            # each call of a long loop more. Positions are dense but for gaps, so `reach`
+            # newest rows reach back to the user message
+            reach, n = tail_rows[-1].position - latest_user + 1, len(tail_rows)
+            while tail_rows[0].position > latest_user and not _round_call_read(tail_rows) and n < reach:
+                n = min(2 * n, reach)
+                more = self.cold.tail_turns(conv, n)
+                more = [r for r in more if r.position > cleared and r.position not in hidden]
+                tail_msgs.update({m.position: m for m in self.candidates.messages(
+                    conv, [r.position for r in more if r.position not in tail_msgs], hot)})
+                tail_rows = more
         if latest_user is not None and latest_user not in tail_msgs:
             tail_msgs.update({m.position: m for m in self.candidates.messages(conv, [latest_user], hot)})
         system_tokens = sum(message_tokens(self.tokens, m) for m in fixed_msgs)
@@ -622,7 +635,7 @@ class Planner:
 
     def _retrim(self, call: _Call, fixed: _Fixed, c: Candidate, limit: int) -> Candidate:
         """Tail unit `c` anew, its tool outputs trimmed to `limit` tokens (at most the
-        usual `tool_trim_tokens`): the current round's fit (pack.Packing.fit_round)."""
+        usual `tool_trim_tokens`): the latest round's fit (pack.Packing.fit_round)."""
         msgs = [fixed.tail_msgs[p] for p in c.group]
         return self.candidates.unit(call.conv, msgs, min(limit, self.settings.tool_trim_tokens), c.reason)
 
@@ -764,8 +777,8 @@ class Planner:
                 break
             if not packing.drop_one(plan):
                 pending = call.pending if limit is None else 0  # the room is the budget given less them
-                # the current round (never dropped: pack.Packing.drop_one) named as the part
-                # that does not fit, where it is shown
+                # the latest tool round (never dropped: pack.Packing.drop_one; older rounds
+                # were) named as the part that does not fit, where it is shown
                 round_ = packing.round_units()
                 raise BudgetTooSmall(budget + pending, total, truncated=fixed.latest_truncated, pending=pending,
                                      system=sum(message_tokens(self.tokens, m) for m in fixed.messages),
@@ -1599,6 +1612,16 @@ class Planner:
         while out and base + message_tokens(self.tokens, self.render.block("retrieved", out, conv)) > budget:
             out.pop()  # the estimate shared a heading a line; the exact count decides
         return out
+
+
+def _round_call_read(rows: list[TurnRow]) -> bool:
+    """Whether the tail rows `rows` (oldest first) hold the latest tool round's call and
+    the assistant message before it: no tool result among them, or two assistant messages
+    before the newest one (a call's results follow it directly, so the nearest such
+    message is that call; the one before it ends the round before, which the plan then
+    names where it gives way, `plan.left_out`)."""
+    newest = max((r.position for r in rows if r.role == "tool"), default=None)
+    return newest is None or sum(r.role == "assistant" and r.position < newest for r in rows) >= ROUNDS_READ
 
 
 def _key(c: Candidate) -> tuple[str, int]:

@@ -17,10 +17,14 @@ Invariants:
   is kept like the latest user message (`take_loop`): newest first, up to the
   room the pinned block left, past the tail's share. It counts against that share where
   it fits in it (the tail is then chosen as it always was); the older tail gives way to
-  it. Where a unit of it does not fit whole, the whole loop is shown all the same
-  (`fit_round`): the pins and the older tail give way, and its tool outputs are trimmed
-  to the largest allowance, one for all, at which it fits; `drop_one` never drops it, so
-  a loop that fits not even at ROUND_MIN_RESULT_TOKENS an output is BudgetTooSmall.
+  it, and an older round of the loop that does not fit whole ends it (contiguous, as the
+  tail; the newest of them named in `plan.left_out`). The latest round (the newest tool-call message, its
+  results, anything after them) is always shown (`fit_round`): where it does not fit whole
+  the pins and the whole older tail, older rounds of the loop included, give way, then its
+  tool outputs are trimmed to the largest allowance, one for all, at which it fits;
+  `drop_one` never drops it (older rounds, oldest first, it does), so a latest round that
+  fits not even at ROUND_MIN_RESULT_TOKENS an output is BudgetTooSmall. A long agent loop
+  at a fixed budget so runs on with its recent rounds.
 - The tail is contiguous (an older turn never jumps a gap) and starts on a grid
   (`stable_tail`), so consecutive contexts share it as a byte-identical prefix. One
   exception: on the default layout the part `grow_tail` adds passes over a unit that
@@ -31,7 +35,7 @@ Invariants:
   the pinned block shows, is withdrawn from its other slice, and its tokens go back; a
   pin the pinned block shows is not grown into the tail (`grow_tail`).
 - At least the highest-priority pin fits (a constraint left out is an answer gone wrong),
-  unless the current tool loop needs the room (`fit_round`: without its results the
+  unless the latest tool round needs the room (`fit_round`: without its results the
   model calls its tools again, each call paid).
 - A retrieved turn may be shown as a query-focused excerpt (planner.excerpt; off by
   default): LEFTOVER only in the room the whole lines left (`take_excerpts`, then
@@ -43,7 +47,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from tiermem.planner import excerpt
@@ -69,14 +73,14 @@ TAIL_GROWTH = 3
 # (grown to TAIL_GROWTH, the next call's first append would move its start at once)
 KEPT_FILL_SHARES = TAIL_GROWTH - 1
 DROPPED = "dropped to meet the exact budget"
-# A tool output of the current round is trimmed no further than this many tokens (its head
+# A tool output of the latest round is trimmed no further than this many tokens (its head
 # and tail, planner.render's marker between them naming where the whole text is): a round
 # that does not fit with its outputs trimmed this far is the budget's error (BudgetTooSmall)
 ROUND_MIN_RESULT_TOKENS = 16
-ROUND_TRIMMED = ("the current tool round: its outputs trimmed to {limit} tokens each (the room it had, "
+ROUND_TRIMMED = ("the latest tool round: its outputs trimmed to {limit} tokens each (the room it had, "
                  "shared among them) so that the model is shown the results of the calls it made")
-GAVE_WAY = ("gave way to the current tool round (the calls after the latest user message and their results, "
-            "which the model must be shown or it calls the tools again)")
+GAVE_WAY = ("gave way to the latest tool round (the model's latest tool calls and their results, "
+            "which it must be shown or it calls the tools again)")
 # A round trims its outputs to the largest allowance that fits, found by bisection: each try
 # re-renders the round's outputs, so this bounds the work on a round of many outputs
 ROUND_TRIM_TRIES = 12
@@ -106,11 +110,11 @@ class Packing:
         self.kept_units: int | None = None
         self.kept_miss = ""
         # the latest user message's position (fill's `latest_user`): the tail units after
-        # it are the current round, which drop_one never drops
+        # it are the current loop; its latest round (`round_units`) drop_one never drops
         self.latest_user: int | None = None
-        # the allowance fit_round trimmed the current round's outputs to (None: shown as trimmed usually)
+        # the allowance fit_round trimmed the latest round's outputs to (None: shown as trimmed usually)
         self.round_trim: int | None = None
-        # the pins and older tail units fit_round released for the round (their left_out reason)
+        # the pins and older tail units fit_round released for the latest round (their left_out reason)
         self.gave_way: set[tuple[str, int]] = set()
 
     def fill(self, caps: dict[str, int], plan: Plan, tail_rows: list[TurnRow], table: TurnTable,
@@ -132,7 +136,7 @@ class Packing:
         the retrieved slice takes its room, until the layers before it reach `fill_to`
         on their own, measured by `tail_first` (a unit's tokens as the provider caches
         them), the unit that crosses it included. `retrim`: a tail unit anew, its tool outputs
-        trimmed to a given number of tokens (`take_loop`'s current round)."""
+        trimmed to a given number of tokens (`take_loop`'s latest round)."""
         self.latest_user = latest_user
         if self.pools["pinned"]:
             # at least the highest-priority pin fits (a constraint left out is an answer
@@ -182,42 +186,45 @@ class Packing:
         """The tail units after `latest_user` that the tail as chosen left out (it stops
         at its share: a tool round larger than the share left the tail empty, and the
         model called the tool again for a result it was never shown), newest first up to
-        the room left; where one does not fit whole, `fit_round` (given `retrim`) shows them
-        all, their tool outputs trimmed further. With no
-        latest user message, or when nothing after it calls a tool or answers one (a plain
-        reply: a conversation, not an agent's loop), there is no current loop: the tail is
-        as chosen."""
+        the room left, until an older round does not fit whole (it and the rounds before
+        it are left out: a long loop runs on with its recent rounds). Where the latest
+        round (`_round_start`) does not fit whole, `fit_round` (given `retrim`) shows it,
+        its tool outputs trimmed further. With no latest user message, or when nothing
+        after it calls a tool or answers one (a plain reply: a conversation, not an
+        agent's loop), there is no current loop: the tail is as chosen."""
         if latest_user is None:
             return
         pool = self.pools["tail"]  # the units older than the tail, newest first
-        after = [c for c in (*self.chosen["tail"], *pool) if c.position > latest_user]
-        if not any(_tool_unit(c) for c in after):
+        start = _round_start([c for c in (*self.chosen["tail"], *pool) if c.position > latest_user])
+        if start is None:
             return
         while pool and pool[0].position > latest_user and pool[0].tokens <= self.remaining:
             c = pool.pop(0)
             self.chosen["tail"].append(c)
             self.used["tail"] += c.tokens
             self.remaining -= c.tokens
-        if pool and pool[0].position > latest_user and retrim is not None:
-            self.fit_round(latest_user, retrim)
+        if pool and pool[0].position >= start and retrim is not None:  # a unit of the latest round left
+            self.fit_round(start, retrim)
 
-    def fit_round(self, latest_user: int, retrim: Callable[[Candidate, int], Candidate]) -> None:
-        """The current round does not fit whole: shown all the same, its tool outputs
-        trimmed further (`retrim`), to the largest allowance, the same for each output (a
-        shorter one stays whole), at which the round fits the room the system prompt and
-        the latest user message leave. Sent the question alone, the model would call the
-        same tools again, paying for each call, until the agent's recursion limit. The
-        round outranks the pinned block and every older turn: they give way (the pins are
-        taken again by `fill` in what the round leaves). Where not even
-        ROUND_MIN_RESULT_TOKENS an output fits, the round is taken so all the same: the
-        exact count then finds nothing to drop (`drop_one` never drops it) and the call
-        fails with BudgetTooSmall naming the tokens needed, never the question alone."""
+    def fit_round(self, start: int, retrim: Callable[[Candidate, int], Candidate]) -> None:
+        """The latest round (the tail units from `start`, its tool-call message, on) does
+        not fit whole: shown all the same, the older tail given way first, then its tool
+        outputs trimmed further (`retrim`), to the largest allowance, the same for each
+        output (a shorter one stays whole), at which the round fits the room the system
+        prompt and the latest user message leave. Sent the question without it, the
+        model would call the same tools again, paying for each call, until the agent's
+        recursion limit. The round outranks the pinned block and every older turn, the
+        older rounds of the loop included: they give way (the pins are taken again by
+        `fill` in what the round leaves; the older rounds stay out, as a round that does
+        not fit ends the loop in `take_loop`). Where not even ROUND_MIN_RESULT_TOKENS an
+        output fits, the round is taken so all the same: the exact count then finds
+        nothing to drop (`drop_one` never drops it) and the call fails with
+        BudgetTooSmall naming the tokens needed, never the question alone."""
         pool, chosen = self.pools["tail"], self.chosen
         # the round (newest first), and the pins and older turns that give way to it
-        round_ = ([c for c in chosen["tail"] if c.position > latest_user]
-                  + [c for c in pool if c.position > latest_user])
-        older = [c for c in chosen["tail"] if c.position <= latest_user]
-        self.pools["tail"] = sorted(older + [c for c in pool if c.position <= latest_user], key=lambda c: -c.position)
+        round_ = [c for c in chosen["tail"] if c.position >= start] + [c for c in pool if c.position >= start]
+        older = [c for c in chosen["tail"] if c.position < start]
+        self.pools["tail"] = sorted(older + [c for c in pool if c.position < start], key=lambda c: -c.position)
         self.pools["pinned"] = chosen["pinned"] + self.pools["pinned"]
         self.gave_way = {(c.conversation_id, c.position) for c in chosen["pinned"] + older}
         self.remaining += self.used["tail"] + self.used["pinned"]
@@ -395,11 +402,13 @@ class Packing:
         return out
 
     def round_units(self) -> list[Candidate]:
-        """The chosen tail units of the current tool loop (after the latest user message,
-        one of them a call or a result; a plain reply there is no loop: `take_loop`)."""
+        """The chosen tail units of the latest tool round: after the latest user message,
+        from its newest unit that holds a call or a result on (`_round_start`; none: a
+        plain reply there is no loop). The older rounds of the loop are not among them."""
         lu = self.latest_user
         after = [] if lu is None else [c for c in self.chosen["tail"] if c.position > lu]
-        return after if any(_tool_unit(c) for c in after) else []
+        start = _round_start(after)
+        return [] if start is None else [c for c in after if c.position >= start]
 
     def shown_verbatim(self) -> set[int]:
         return {p for c in self.chosen["tail"] for p in c.group} | {c.position for c in self.chosen["pinned"]}
@@ -445,9 +454,10 @@ class Packing:
 
     def drop_one(self, plan: Plan) -> bool:
         """Drop the lowest-value item: retrieved (lowest score), summary, the oldest tail
-        unit but those of the current tool loop, then the lowest-priority pin; never a unit
-        of the loop (`round_units`: the model would call its tools again), so a loop that
-        does not fit is the budget's error."""
+        unit but those of the latest tool round (an older round of the loop gives way,
+        oldest first), then the lowest-priority pin; never a unit of the latest round
+        (`round_units`: the model would call its tools again), so a latest round that does
+        not fit is the budget's error."""
         chosen = self.chosen
         for s in ("retrieved", "summary"):
             if chosen[s]:
@@ -544,6 +554,14 @@ def newest_first(pool: list[Candidate], cap: int) -> list[Candidate]:
         used += c.tokens
         pool.remove(c)
     return out
+
+
+def _round_start(after: Sequence[Candidate]) -> int | None:
+    """The position the latest tool round starts at among the tail units `after` the
+    latest user message: its newest unit holding a tool call or a tool result (a call and
+    its results are one unit), the units after it (a reply) part of that round too; None
+    when none holds one (no agent's loop)."""
+    return max((c.position for c in after if _tool_unit(c)), default=None)
 
 
 def _tool_unit(c: Candidate) -> bool:

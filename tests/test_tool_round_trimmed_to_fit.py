@@ -1,8 +1,10 @@
-"""The current tool round (the latest user message, then the tool calls and results after
-it, in order) is always sent: where it does not fit whole, its tool outputs are trimmed
+"""The latest tool round (the latest user message, then the model's latest tool-call
+message and its results, in order) is always sent: where it does not fit whole, the older
+rounds of the loop, the pins and the older turns give way, then its tool outputs are trimmed
 further, one allowance shared among them (planner.pack `Packing.fit_round`), and where not
 even the least trim fits, the call fails with BudgetTooSmall naming the round and the
-tokens needed, never the question alone. The round outranks a pin and every older turn.
+tokens needed, never the question without it. The older rounds of a long loop give way
+oldest first (named in `plan.left_out`): the loop runs on with its recent rounds.
 
 On the code before, the tail read too few rows to reach the round's call (its outputs,
 counted at their trim allowance, passed the budget), so each result was left out as "a tool
@@ -30,6 +32,9 @@ pytestmark = pytest.mark.usefixtures("shared_vectors")
 
 ASK = "Compare the weather in these cities"
 WORDS_PER_CHAR = 1 / 20  # " city3 line17 temp" is about 20 characters
+# a long agent loop: this many rounds of one ~2 kB output each (about 700 tokens untrimmed,
+# 400 at the usual trim), read at a budget that holds two or three of them
+LONG_ROUNDS, LONG_BUDGET = 30, 1500
 
 
 def _mem(tmp_path: Path, embedder: FastEmbedder) -> Memory:
@@ -65,20 +70,26 @@ def _answered_in_order(messages: list[dict[str, Any]], ids: list[str]) -> None:
     assert not waiting and seen == ids
 
 
-@pytest.mark.parametrize(("budget", "rounds"), [
+@pytest.mark.parametrize(("budget", "rounds", "below"), [
     # 6 parallel calls of ~10 kB (each trimmed to 400 tokens: 2,400 in all, past the room)
-    pytest.param(2000, [(6, 10_000)], id="6x10kB@2000"),
+    pytest.param(2000, [(6, 10_000)], True, id="6x10kB@2000"),
     # 12 parallel calls of ~4 kB at 4,000 tokens
-    pytest.param(4000, [(12, 4_000)], id="12x4kB@4000"),
+    pytest.param(4000, [(12, 4_000)], True, id="12x4kB@4000"),
     # 2 calls of ~2 kB at a budget of 300: each output gets about a hundred tokens
-    pytest.param(300, [(2, 2_000)], id="2x2kB@300"),
+    pytest.param(300, [(2, 2_000)], True, id="2x2kB@300"),
     # one call whose output is under the usual trim, still past a small budget
-    pytest.param(250, [(1, 2_000)], id="1x2kB@250"),
-    # three rounds one after the other (the agent called again after each): all shown
-    pytest.param(1500, [(2, 6_000), (2, 6_000), (2, 6_000)], id="3 rounds of 2x6kB@1500"),
+    pytest.param(250, [(1, 2_000)], True, id="1x2kB@250"),
+    # three rounds one after the other (the agent called again after each): the latest
+    # fits at the usual trim (about 870 tokens), the two before it do not fit beside it
+    pytest.param(1500, [(2, 6_000), (2, 6_000), (2, 6_000)], False, id="3 rounds of 2x6kB@1500"),
+    # the same at 600: the older rounds give way, then the latest's outputs are trimmed further
+    pytest.param(600, [(2, 6_000), (2, 6_000), (2, 6_000)], True, id="3 rounds of 2x6kB@600"),
 ])
 def test_the_round_is_sent_its_outputs_trimmed_to_fit(tmp_path: Path, embedder: FastEmbedder, budget: int,
-                                                      rounds: list[tuple[int, int]]) -> None:
+                                                      rounds: list[tuple[int, int]], below: bool) -> None:
+    """The latest round is sent (`below`: its outputs trimmed under the usual trim, the
+    plan saying to how many tokens); an older round that does not fit beside it is left
+    out, named in the plan, never the latest."""
     with _mem(tmp_path, embedder) as mem:
         mem.append("t", {"role": "user", "content": ASK})
         first = 0
@@ -87,12 +98,34 @@ def test_the_round_is_sent_its_outputs_trimmed_to_fit(tmp_path: Path, embedder: 
             first += k
         ctx = mem.context("t", ASK, budget)
         assert ctx.tokens <= budget and ctx.tokens == messages_tokens(mem.tokens, ctx.messages)
-        _answered_in_order(ctx.messages, [f"call_{i}" for i in range(first)])
+        _answered_in_order(ctx.messages, [f"call_{i}" for i in range(first - rounds[-1][0], first)])
         # each output trimmed (the marker names where the whole text is), none dropped
         assert all("trimmed" in m["content"] for m in ctx.messages if m["role"] == "tool")
         left = ctx.plan.left_out
         assert not [it for it in left if it.reason == ORPHAN_RESULT], left
-        assert [it for it in ctx.plan.items if "current tool round" in it.reason]
+        assert bool([it for it in ctx.plan.items if "latest tool round" in it.reason]) == below, ctx.plan.items
+        if len(rounds) > 1:  # the round before the latest (the question at 0) is named as left out
+            before = 1 + sum(1 + k for k, _ in rounds[:-2])
+            assert [it for it in left if it.slice == "tail" and it.positions[0] == before], left
+
+
+def test_a_long_loop_runs_on_with_its_recent_rounds(tmp_path: Path, embedder: FastEmbedder) -> None:
+    """Dozens of rounds after one user message (a coding agent) at a fixed budget: each
+    call sends the newest rounds that fit, the latest always, and never fails (on the code
+    before, every call sent the whole loop, its outputs trimmed shorter each round, and
+    from the 30th round on, where not even the least trim fit, failed with BudgetTooSmall)."""
+    with _mem(tmp_path, embedder) as mem:
+        mem.append("t", {"role": "user", "content": ASK})
+        for n in range(LONG_ROUNDS):
+            mem.append_many("t", _round(1, 2_000, n))
+            if n % 10 == 9:  # a context before some of the model calls (each is an agent step)
+                ctx = mem.context("t", ASK, LONG_BUDGET)
+                assert ctx.tokens <= LONG_BUDGET and ctx.tokens == messages_tokens(mem.tokens, ctx.messages)
+                ids = [m["tool_call_id"] for m in ctx.messages if m["role"] == "tool"]
+                # the newest rounds, contiguous, the latest among them, each with its result
+                assert ids and ids == [f"call_{i}" for i in range(n + 1 - len(ids), n + 1)], ids
+                _answered_in_order(ctx.messages, ids)
+                assert len(ids) < n + 1  # the older rounds gave way
 
 
 @pytest.mark.parametrize(("budget", "k", "chars"), [

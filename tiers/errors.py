@@ -377,10 +377,11 @@ class BudgetTooSmall(ValidationError):
     says so ("budget 1000 less pending_tokens 990 leaves 10 tokens, which cannot hold ...")
     rather than naming the room as if it were the budget. PART_PENDING (field
     `pending_tokens`): the pending tokens with the reply priming alone exceed the budget,
-    so no context fits whatever the conversation holds. PART_ROUND: the current tool round
-    (the latest user message and the tool calls and results after it, `round_tokens` of
-    them, their outputs trimmed to `round_trim` tokens each when given) does not fit:
-    sent without it, an agent's model would call the same tools again and again."""
+    so no context fits whatever the conversation holds. PART_ROUND: the latest tool round
+    (the latest user message, and the model's latest tool-call message with its results,
+    `round_tokens` of them, their outputs trimmed to `round_trim` tokens each when given;
+    the older rounds of the loop give way first) does not fit: sent without it, an agent's
+    model would call the same tools again and again."""
 
     PART_ROUND = "round"
     PART_SYSTEM = "system"
@@ -423,8 +424,8 @@ class BudgetTooSmall(ValidationError):
         elif round_tokens is not None and latest is not None:
             self.part = self.PART_ROUND
             trim = f", their outputs trimmed to {round_trim} tokens each" if round_trim is not None else ""
-            problem = (f"{head} cannot hold the current tool round (the latest user message's {latest} tokens and "
-                       f"the {round_tokens} of the tool calls and results after it{trim}{beside}: {needed} tokens "
+            problem = (f"{head} cannot hold the latest tool round (the latest user message's {latest} tokens and "
+                       f"the {round_tokens} of the latest tool calls and their results{trim}{beside}: {needed} tokens "
                        f"in all); raise the budget to at least {needed + pending}"
                        f"{' (or lower pending_tokens)' if pending else ''}: without its results the model would "
                        "call the same tools again")
@@ -496,8 +497,8 @@ _BUDGET_PROBLEMS: tuple[tuple[re.Pattern[str], bool], ...] = (
                 r"prompt's (?P<system>\d+) and the reply priming's (?P<priming>\d+)\); .*"), False),
     (re.compile(r"(?P<budget>\d+) tokens cannot hold even a truncated latest user message \(at least (?P<latest>\d+) "
                 rf"tokens{_BUDGET_BESIDE}: (?P<needed>\d+) tokens in all\); .*"), True),
-    (re.compile(r"(?P<budget>\d+) tokens cannot hold the current tool round \(the latest user message's "
-                r"(?P<latest>\d+) tokens and the (?P<round_tokens>\d+) of the tool calls and results after it"
+    (re.compile(r"(?P<budget>\d+) tokens cannot hold the latest tool round \(the latest user message's "
+                r"(?P<latest>\d+) tokens and the (?P<round_tokens>\d+) of the latest tool calls and their results"
                 r"(?:, their outputs trimmed to (?P<round_trim>\d+) tokens each)?"
                 rf"{_BUDGET_BESIDE}: (?P<needed>\d+) tokens in all\); .*"), False),
     (re.compile(r"(?P<budget>\d+) tokens cannot hold the latest user message \((?P<latest>\d+) "
