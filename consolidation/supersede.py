@@ -1462,14 +1462,16 @@ def find_superseded(
             # password at the cabin is now cedar77." / "The cabin was freezing last night."):
             # the target states nothing of that slot, nor a value of its kind
             continue
-        if orphan and (not strong or not retracting):
+        if orphan and not (strong and (retracting or _same_topic(text, c.text, old_vals))):
             # The correction names a value no earlier turn holds ("I don't work at Acme anymore"
             # with no Acme in view): one shared word or a slot type is too weak to pin it
-            # elsewhere, and so, for an update, is a strong match by meaning or words:
-            # "Instead of flowers, I'll bring my parents wine to dinner at 7." replaces
-            # flowers, not the dinner it shares the parents and a word with. A retraction's
-            # named thing is no value it replaces but what it drops: "Forget the restaurant."
-            # takes the table booked by meaning alone
+            # elsewhere, and so, for an update, is a strong match by meaning or words about
+            # another thing: "Instead of flowers, I'll bring my parents wine on Sunday." (the
+            # user's) replaces flowers, not the dinner (a thing's) it shares the parents and the
+            # day with. A strong match about the same thing of the same holder names its old
+            # value another way ("not 2k" for "$2,000", "NYC" for "New York City", "Google LLC"
+            # for "Google"). A retraction's named thing is no value it replaces but what it
+            # drops: "Forget the restaurant." takes the table booked by meaning alone
             continue
         if not strong and not shared and not c.load_bearing and not (of_it and c is candidates[-1]):
             # A bare slot match ("make it Wednesday") only revises a turn worth pinning, not any
@@ -1498,6 +1500,41 @@ def find_superseded(
     if _RETRACTION_OPENER.match(norm):
         return _just_said(candidates, eligible, speaker, latest, f"retraction:'{cue_txt}' -> previous turn")
     return []
+
+
+def _same_topic(new: str, old: str, old_values: AbstractSet[str]) -> bool:
+    """Whether some clause of `new`, which replaces `old_values` (none held by any turn
+    word for word), and some clause of `old` are the same holder's statement about the
+    same thing: both about a thing, and those fit (`_subjects_fit`: "my budget for the
+    trip ..., not 2k"); or both about no thing ("I work at Google." / "I don't work at
+    Google LLC anymore") and `old` holds a replaced value by another form of it
+    (`_names_otherwise`). One about a thing and the other about none ("I'll bring my
+    parents wine" / "Dinner with my parents is ..."), or both about none where `old` holds
+    no form of the value ("Instead of the tour, I'll relax at the Rome hotel pool." / "My
+    hotel in Rome is ..."), are not."""
+    return any(a == b and (_subjects_fit(sa, sb) if sa is not None and sb is not None
+                           else sa is None and sb is None and any(_names_otherwise(v, old) for v in old_values))
+               for a, sa, _ta in _clauses(new) for b, sb, _tb in _clauses(old))
+
+
+def _names_otherwise(value: str, text: str) -> bool:
+    """Whether `text` holds `value` (lower case, as `_old_values` reads it) by another
+    form: a word of it ("google llc" in "I work at Google."), or its letters some of the
+    initials of capitalised words in a row ("nyc" in "I live in New York City.")."""
+    words = {w.lower() for w in _ANY_WORD_RE.findall(text)}
+    if any(len(w) >= MIN_VALUE_WORD_CHARS and w not in _STOP and w in words for w in value.split()):
+        return True
+    return value.isalpha() and len(value) > 1 and any(value in "".join(w[0] for w in run.group(0).lower().split())
+                                   for run in _CAPITALISED_RUN.finditer(text))
+
+
+# a word as written, any case; capitalised words in a row ("New York City"), whose
+# initials are a short name of them ("NYC")
+_ANY_WORD_RE = re.compile(r"(?<![\w'-])[A-Za-z][\w'-]*")
+_CAPITALISED_RUN = re.compile(r"\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)+")
+# the shortest word of a replaced value that names it alone ("google" of "google llc"; not
+# "a", "of")
+MIN_VALUE_WORD_CHARS = 3
 
 
 def _holds_every_value(slots: Mapping[str, AbstractSet[str]], target: str) -> bool:
