@@ -2818,7 +2818,22 @@ def _changed_object(clause: str) -> Subject | None:
     if any(w in _STOP or w in _NOT_NAMES for w in words):
         return None
     picks = [w for w in words[:-1] if w not in _NEUTRAL_MODIFIERS]
+    if words[-1] in _NAMING_HEADS and picks and picks[-1] in _CHANNELS:
+        # "my email address", "my cell number": the channel itself, its word the head
+        words, picks = picks, picks[:-1]
+    if words[-1] in _CHANNELS and not picks:
+        # a channel unpicked ("my email address", "my mobile number"): any statement of it,
+        # however named ("My email is ...", "My cell is ...", "My phone number is ..."), is
+        # its target, as before the object was read; a picked one ("my personal email") or
+        # another thing ("my email signature") is compared by subject
+        return None
     return Subject(_noun_stem(words[-1]), frozenset(_noun_stem(w) for w in picks))
+
+
+# the ways the user is reached, named by several words ("cell", "mobile", "phone number"),
+# and the nouns that name a channel's identifier after it ("email address", "cell number")
+_CHANNELS = frozenset(("email", "e-mail", "mail", "phone", "cell", "mobile", "cellphone", "telephone", "landline"))
+_NAMING_HEADS = frozenset(("address", "account", "number", "id", "handle"))
 
 
 # A clause that only names the value being replaced ("..., not a Toyota", "..., not to
