@@ -55,6 +55,7 @@ __all__ = [
     "UNASSERTED_OPENERS",
     "TurnClassifier",
     "TurnLabel",
+    "after_wish",
     "clear_memo",
     "correction_cue",
     "normalize",
@@ -182,7 +183,10 @@ _UNASSERTED_HEAD = re.compile(
 # by its "instead"; `supersede.assertive_text`)
 _WISH_HEAD = re.compile(
     _HEAD_OPENERS + r"(?:" + "|".join(o.replace(" ", r"\s+") for o in sorted(WISH_OPENERS, key=len, reverse=True))
-    + r")\b", re.IGNORECASE)
+    + r")\b(?!\s+to\s+[a-z])", re.IGNORECASE)  # "I wish to update my address": a request
+# where a wish's clause ends and what the speaker asserts besides begins ("I wish I'd told
+# you sooner, but I moved ...", "If only I'd known: the meeting is at 4pm now.")
+_WISH_CLAUSE_END = re.compile(r",\s*but\b|[:;]|\s+-+\s+|\s*[\u2013\u2014]\s*")
 # "I meant to ask whether ...", "No wait, I wanted to ask if ...": an indirect question, the
 # speaker's question put off, not a correction of what they said ("i meant" is a
 # self-correction's cue otherwise; "I meant to ask for a window seat" still corrects a request)
@@ -193,8 +197,20 @@ _INDIRECT_QUESTION = re.compile(
 
 
 def wishes(sentence: str) -> bool:
-    """Whether `sentence` opens with a wish (WISH_OPENERS): it states nothing as true."""
+    """Whether `sentence` opens with a wish (WISH_OPENERS): its wish states nothing as true.
+    "I wish to <verb> ..." is a request, no wish."""
     return _WISH_HEAD.match(sentence) is not None
+
+
+def after_wish(sentence: str) -> str | None:
+    """What `sentence`, opened by a wish (`wishes`), says after the wish's clause (after
+    ", but", a colon, a semicolon or a dash): "I moved to Bergen last month." of "I wish I'd
+    told you sooner, but I moved to Bergen last month."; "" where the wish is all of it ("I
+    wish standup were at 10 instead."); None where `sentence` opens with no wish."""
+    if not wishes(sentence):
+        return None
+    end = _WISH_CLAUSE_END.search(sentence)
+    return sentence[end.end():].strip() if end is not None else ""
 
 
 def request_tail(sentence: str) -> int | None:

@@ -251,10 +251,10 @@ from tiermem.consolidation.classify import (
     CLASSIFY_MAX_CHARS,
     DAY_NAMES,
     PRIORITY,
+    after_wish,
     correction_cue,
     normalize,
     request_tail,
-    wishes,
 )
 from tiermem.consolidation.statements import remaining_text, statement_spans
 from tiermem.tiers.embed import cosine_from_l2
@@ -3085,8 +3085,13 @@ def assertive_text(text: str) -> str:
 def _asserted(sentence: str) -> str:
     """What `sentence` asserts: all of it unless it asks; before a request after a comma
     when that part does not ask itself; else nothing."""
-    if not sentence.strip() or wishes(sentence):
-        return ""  # "I wish my flight were on Monday instead.": a wish holds nothing as true
+    if not sentence.strip():
+        return ""
+    rest = after_wish(sentence)
+    if rest is not None:
+        # "I wish my flight were on Monday instead.": a wish holds nothing as true, but what
+        # follows its clause does ("I wish I'd told you sooner, but I moved to Bergen.")
+        return _asserted(rest) if rest else ""
     if not sentence.rstrip(" \"')").endswith("?"):
         return sentence
     at = request_tail(sentence)  # classify's reading of the same sentence
