@@ -1419,7 +1419,7 @@ def find_superseded(
             continue
         if noun is not None and not _meal_fits(noun, c.text):
             continue
-        if not retracting and _holds_every_value(slots, c.text):
+        if not retracting and _holds_every_value(slots, c.text, text):
             continue  # "Actually, it's raining in Oslo now." tells "I live in Oslo." nothing new
         why: list[str] = []
         hit_old = [v for v in old_vals if _contains_value(c.text, v)]
@@ -1537,15 +1537,54 @@ _CAPITALISED_RUN = re.compile(r"\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)+")
 MIN_VALUE_WORD_CHARS = 3
 
 
-def _holds_every_value(slots: Mapping[str, AbstractSet[str]], target: str) -> bool:
-    """Whether `target` already holds every typed value a correction says (`slots`, at
-    least one): then it carries no new value for that target, and corrects none of it
-    ("Actually, it's raining in Oslo now." after "I live in Oslo."; a correction, unlike a
-    retraction, tells a value). A restatement with more ("Oslo, Norway") holds one more."""
+def _holds_every_value(slots: Mapping[str, AbstractSet[str]], target: str, text: str) -> bool:
+    """Whether `target` already holds every typed value a correction (`text`, its typed
+    values `slots`, at least one) says: then it carries no new value for that target, and
+    corrects none of it ("Actually, it's raining in Oslo now." after "I live in Oslo."; a
+    correction, unlike a retraction, tells a value). A restatement with more ("Oslo,
+    Norway") holds one more. Each clause of the correction is compared with the target's
+    clauses about the same thing (`_clause_parts`: the same subject's head and owner, or no
+    subject and the same holder) where it has such: "Emma is 9" after "Emma is 7 and Liam
+    is 9." and "my flight is at noon" after "My flight is at 10am and my wife's is at
+    noon." carry a value new to their own clause, though another clause of the target holds
+    it, and "my dentist visit is on Monday" one new to the user's visit where the target
+    gives Monday only to "the kids' dentist visit"; a clause about nothing the target's
+    clauses are about is compared with all of it."""
     if not slots:
         return False
     held = _slots(target)
-    return all(vals <= held.get(slot, frozenset()) for slot, vals in slots.items())
+    told = [(h, s, cs) for h, s, c in _clause_parts(text) if (cs := _slots(c))]
+    if not told:
+        return all(vals <= held.get(slot, frozenset()) for slot, vals in slots.items())
+    theirs = [(h, s, _slots(c)) for h, s, c in _clause_parts(target)]
+    for holder, subject, own in told:
+        if subject is not None and any(tsub is not None and tsub.head == subject.head for _th, tsub, _ts in theirs):
+            # the thing named: only its own statement, whose owner is the same ("my dentist
+            # visit" is not "the kids' dentist visit"); another's alone holds no value of it
+            same = [ts for _th, tsub, ts in theirs
+                    if tsub is not None and tsub.head == subject.head and tsub.possessors == subject.possessors]
+            if not same:
+                return False
+        else:
+            same = [ts for th, tsub, ts in theirs if subject is None and tsub is None and holder == th]
+        pool: Mapping[str, AbstractSet[str]] = held if not same else \
+            {slot: frozenset().union(*(ts.get(slot, frozenset()) for ts in same)) for slot in own}
+        if not all(vals <= pool.get(slot, frozenset()) for slot, vals in own.items()):
+            return False
+    return True
+
+
+def _clause_parts(text: str) -> list[tuple[str | None, Subject | None, str]]:
+    """Each clause of `text`, as `_clauses` cuts it (by statement, then by comma, colon
+    or dash), with its holder and its subject: what `_holds_every_value` compares clause by
+    clause."""
+    plain = _untitled(text)
+    out = []
+    for a, e in statement_spans(plain):
+        for clause in _CLAUSE_CUT.split(plain[a:e]):
+            said = _OPENER.sub("", clause.strip().lstrip("\"'(-* "), count=1)
+            out.append((_holder(clause), _subject(said) or _changed_object(said), clause))
+    return out
 
 
 def _gives_name(kinds: AbstractSet[str], c: Candidate) -> bool:
