@@ -1,13 +1,16 @@
 """Knowledge-update eval: is a correction current every time, and does the record say
 what was true when?
 
-Cases: ``evals/data/knowledge_cases.jsonl``, 61 short conversations written by hand for
+Cases: ``evals/data/knowledge_cases.jsonl``, 73 short conversations written by hand for
 this eval (not from LoCoMo) over travel, support, personal-assistant and coding topics.
 Each holds some of: corrections, retractions without a new value, partial updates
 ("also add Porto"), questions and statements that contain update words ("now",
 "actually", "change", "update", "instead") without correcting anything, assistant
 echoes of a value ("Got it, 2,000 EUR"), chains (A, then B, then C), and two facts in
-one turn of which one is corrected. Every case lists:
+one turn of which one is corrected. The last twelve (ids ``sup-*``) are the session-33
+review's (r_sup): corrections a swap, a wish's clause, a channel's other name or an old
+value named another way once kept from being recorded, and four look-alikes. Every case
+lists:
 
 - ``supersede``: the (old, new) pairs of user turns a correct system marks superseded
   (positions into the case's own turns);
