@@ -14,7 +14,6 @@ The steps here are stamped around the real wall clock (the bound is measured aga
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +22,6 @@ import pytest
 
 from tiermem import Config, Memory
 from tiermem.planner.build import DEFAULT_CACHE_TTL_S, MAX_STAMP_AHEAD_S
-from tiermem.tiers import models
 from tiermem.tiers.embed import Embedder
 
 pytestmark = pytest.mark.usefixtures("shared_vectors")
@@ -91,12 +89,7 @@ AHEAD_CASES = [
 
 @pytest.mark.parametrize(("steps", "restarts"), AHEAD_CASES)
 def test_a_stamp_far_ahead_of_the_wall_clock_does_not_hold_the_clock(
-        tmp_path: Path, embedder: Embedder, steps: list[Step], restarts: list[int],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    # appends now refuse a stamp more than MAX_FUTURE_SKEW_S ahead (tiers.models); the
-    # planner still meets such stamps in logs stored before that (or by an older version):
-    # the refusal lifted here to store them as those were
-    monkeypatch.setattr(models, "MAX_FUTURE_SKEW_S", math.inf)
+        tmp_path: Path, embedder: Embedder, steps: list[Step], restarts: list[int]) -> None:
     with Memory(Config(data_dir=tmp_path / "data"), embedder=embedder, hot=False,
                 background_indexing=False) as mem:
         server = _history(mem, time.time() - HISTORY_AGO_S)

@@ -69,12 +69,6 @@ SESSION_MAX_CHARS = 128
 # The code points a session id may not hold (C0 controls and DEL), as its refusal names them
 SESSION_CONTROL_CHARS = "U+0000-U+001F, U+007F"
 MAX_TIMESTAMP = 253402300799.0  # 9999-12-31T23:59:59Z: the last instant a datetime can show
-# How far past this host's clock a message's `created_at` may be (seconds): a writer's clock
-# ahead of ours by days, a local time read as UTC, or a client that stamps a planned turn
-# passes; a wrong year or century does not. A message dated further ahead is refused,
-# writing nothing: its conversation's last activity would be in the future, and it would
-# escape every `prune` until then; a week bounds that escape.
-MAX_FUTURE_SKEW_S = 7 * 86_400.0
 # Above any position a conversation can reach (SQLite and Postgres integers are 64-bit):
 # the open end of a position range, and the largest position an API accepts.
 MAX_POSITION = 2**62
@@ -655,18 +649,9 @@ def parse_message(
             raise ValidationError("metadata", "is not valid UTF-8 (lone surrogate)") from None
         if meta_bytes > max_metadata_bytes:
             raise LimitExceeded("metadata", meta_bytes, max_metadata_bytes)
-    check_not_future(msg.created_at)
     if stamp and msg.created_at is None:
         msg = stamped(msg)
     return msg
-
-
-def check_not_future(created_at: float | None, field: str = "created_at") -> None:
-    """Refuse a `created_at` more than MAX_FUTURE_SKEW_S past now (see there), in the
-    words of its upper limit's refusal (MAX_TIMESTAMP's)."""
-    if created_at is not None and created_at > (latest := time.time() + MAX_FUTURE_SKEW_S):
-        raise ValidationError(field, f"Input should be less than or equal to {latest:.0f} (now plus the allowed "
-                                     f"clock skew, MAX_FUTURE_SKEW_S = {MAX_FUTURE_SKEW_S:.0f} s)")
 
 
 # the part pydantic's location has after a dict key whose error is in the key itself (a
