@@ -10,7 +10,9 @@ Invariants:
   may, each take a result of it), and every unit shown is complete, as both provider
   APIs require: a result whose call is not shown (retracted, unreadable, before the tail)
   and a call that later messages follow before its results (a crash mid-loop, a
-  retracted result, a fork cut mid-unit) are left out, and the plan says why. Only a call
+  retracted result, a fork cut mid-unit) are left out, and the plan says why; a Responses
+  item that joined such a call's round (`joins_round`: the reply's text, a hosted call)
+  stays, a unit of its own with the reasoning right before it (`_split_round`). Only a call
   at the very end of the log may wait for its result: the agent is mid-loop and
   appends it next. A reasoning item whose own item is not shown (retracted, cleared,
   left out, not appended yet) is left out with it: the Responses API refuses one last
@@ -941,6 +943,29 @@ def _item_round(m: StoredMessage) -> bool:
     return isinstance(m.body.get("type"), str)
 
 
+def _split_round(unit: list[StoredMessage], joined: set[int]) -> tuple[list[StoredMessage], list[list[StoredMessage]]]:
+    """A unit left out for calls no result answers, split: what goes (its calls, their
+    results, the reasoning leading them) and what stays, each item that joined the round
+    (`joined`: positions of `joins_round` items, the reply's text, a hosted call) a group
+    of its own with the reasoning right before it, oldest first. The text a model wrote
+    with calls never answered stays in the tail as it would without them (an assistant
+    message between user messages); a reasoning item with nothing after it goes."""
+    gone: list[StoredMessage] = []
+    kept: list[list[StoredMessage]] = []
+    lead: list[StoredMessage] = []  # reasoning items waiting for the item after them
+    for m in unit:
+        if is_reasoning(m.body):
+            lead.append(m)
+        elif m.position in joined:
+            kept.append([*lead, m])
+            lead = []
+        else:
+            gone.extend([*lead, m])
+            lead = []
+    gone.extend(lead)
+    return gone, kept
+
+
 def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
                open_calls: Sequence[str] = (), *, foreign_reasoning_out: bool = False) -> Units:
     """Group the tail's messages (oldest first; None: unreadable, or with `skip` the
@@ -950,7 +975,9 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
     after it, any other message alone. A Responses item the model writes among its
     calls (`joins_round`: an assistant message item, a hosted tool's call) before any
     of their results joins their unit: the Responses API pairs by `call_id`, and a reply
-    `[reasoning, function_call, message]` is one round (the Agents SDK sends it so).
+    `[reasoning, function_call, message]` is one round (the Agents SDK sends it so). A
+    unit left out for its calls keeps such items, each a unit of its own with the
+    reasoning right before it (`_split_round`): the text the model wrote stays.
 
     A reasoning item goes with the model's own item after it (an assistant message, a
     call, a hosted tool's item); where what follows it is not one (a user or system
@@ -985,16 +1012,22 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
     lead: list[StoredMessage] = []  # reasoning items waiting for the unit after them
     interrupted = False
     aliases: dict[str, str] = {}  # a call's item id -> its call id, for a result naming it so
+    # positions of `cur`'s items that joined it through `joins_round` (the reply's text, a
+    # hosted call): a unit left out for its calls keeps them (`end`)
+    joined: set[int] = set()
 
     def end(why: str = UNANSWERED_CALL) -> None:
-        nonlocal cur, waiting, answered, cont, interrupted
+        nonlocal cur, waiting, answered, cont, interrupted, joined
         if waiting:
             interrupted = interrupted or cont
             if cur:
-                dropped.append((cur, why))
+                gone, kept = _split_round(cur, joined)
+                groups.extend(kept)
+                if gone:
+                    dropped.append((gone, why))
         elif cur:
             groups.append(cur)
-        cur, waiting, answered, cont = [], Counter(), False, False
+        cur, waiting, answered, cont, joined = [], Counter(), False, False, set()
 
     for m, skipped in zip(msgs, skip, strict=True):
         if m is None:
@@ -1042,6 +1075,7 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
             # hosted tool's call): the API pairs calls and outputs by call_id, the round
             # goes on through it (a chat message ends it: results follow their calls)
             cur.append(m)
+            joined.add(m.position)
             continue
         end()
         if lead and m.role != "assistant":
