@@ -61,6 +61,10 @@ one of its `invalid_tool_calls` (LangChain's conversion raised on both). Respons
 groups them: a `function_call` / `custom_tool_call` item right after an assistant
 message with text or calls is a call of that turn, so a turn's text item and its call
 items read back as one `AIMessage`; two chat messages with calls stay two (two rounds).
+An assistant message item right after calls (a Responses reply `[function_call, message]`,
+one round: `tiers.formats.joins_round`) joins their `AIMessage`'s content as `to_chat`
+joins it, so their tool messages follow it (`_join_text`): Chat Completions and Anthropic
+refuse a message between a call and its result.
 """
 
 from __future__ import annotations
@@ -342,6 +346,13 @@ def _converted(bodies: list[dict[str, Any]], ids: Sequence[str | None] | None = 
         # a call item of the turn before goes on its AI message (`last` still joins after it)
         joined = (b.get("type") in RESPONSES_CALL_TYPES and len(msgs) == 1 and last is not None
                   and joins_turn(last) and _join_call(out, msgs[0]))
+        if (not joined and b.get("type") == "message" and b.get("role") == "assistant" and len(msgs) == 1
+                and last is not None and last.get("role") == "assistant" and last.get("tool_calls")
+                and _join_text(out, msgs[0])):
+            # a Responses reply's text after its calls, one round (`tiers.formats.joins_round`):
+            # its results must follow the calls' message, so the text joins it as `to_chat`
+            # joins it (`last` keeps its calls: a call item after it still joins)
+            joined = True
         if not joined:
             out.extend(msgs)
             if chats:
@@ -688,6 +699,27 @@ def _join_call(out: list[BaseMessage], call: BaseMessage) -> bool:
         return False
     out[-1] = prev.model_copy(update={"tool_calls": [*prev.tool_calls, *call.tool_calls],
                                       "invalid_tool_calls": [*prev.invalid_tool_calls, *call.invalid_tool_calls]})
+    return True
+
+
+def _join_text(out: list[BaseMessage], text: BaseMessage) -> bool:
+    """Put AI message `text`'s content on the AI message with calls `out` ends with, after
+    its own (`tiers.formats.to_chat`: a Responses reply `[function_call, message]` is one
+    round, and a chat model wants the calls' results right after their message: Chat
+    Completions refuses a message between, Anthropic two assistant messages in a row);
+    False when `out` does not end with one. String contents join as `to_chat` joins them
+    (a newline between non-empty texts); else as lists of blocks."""
+    from langchain_core.messages import AIMessage
+
+    prev = out[-1] if out else None
+    if not (isinstance(text, AIMessage) and isinstance(prev, AIMessage) and prev.tool_calls):
+        return False
+    before, after = prev.content, text.content
+    if isinstance(before, str) and isinstance(after, str):
+        content: str | list[str | dict[str, Any]] = "\n".join(x for x in (before, after) if x)
+    else:
+        content = [*_blocks(before), *_blocks(after)]
+    out[-1] = prev.model_copy(update={"content": content})
     return True
 
 
