@@ -125,6 +125,7 @@ from tiermem.planner.render import (
     conversion_break,
     converted_breakpoints,
     fresh_segments,
+    open_call_items,
     open_calls,
     reused_prefix,
     shown,
@@ -1379,7 +1380,8 @@ class Planner:
         # continue its last unit; anything else after such a call would leave it
         # unanswered mid-context, which both APIs refuse: a rebuild leaves it out
         arrived, grouping = self.candidates.tail_units(conv, new_rows, tail_msgs, latest_user,
-                                                        open_calls=open_calls([g.message for g in prev.segments]))
+                                                        open_calls=open_calls([g.message for g in prev.segments]),
+                                                        call_items=open_call_items([g.message for g in prev.segments]))
         if grouping.interrupted:
             return None, "a tool call it showed was never answered: a later message followed it without its result"
         for c in sorted(arrived, key=lambda c: c.position):

@@ -433,13 +433,16 @@ class Candidates:
 
     def tail_units(self, conv: str, rows: list[TurnRow], msgs: dict[int, StoredMessage],
                    latest_user: int | None, *, open_calls: Sequence[str] = (),
+                   call_items: Mapping[str, str] | None = None,
                    plan: Plan | None = None) -> tuple[list[Candidate], Units]:
         """`tail`, and the grouping it came from; `open_calls`: call ids the context the
         rows are appended to left waiting (an epoch's extension; an id once per call),
-        whose results continue that context's last unit."""
+        whose results continue that context's last unit; `call_items`: those calls' item
+        ids a result may name them by, each to its call id (`render.open_call_items`)."""
         got = tool_units([msgs.get(r.position) if r.position != latest_user else None for r in rows],
                          [r.position == latest_user for r in rows], open_calls,
-                         foreign_reasoning_out=self.settings.context_format == "responses")
+                         foreign_reasoning_out=self.settings.context_format == "responses",
+                         call_items=call_items)
         if plan is not None:
             for g, why in got.dropped:
                 plan.left_out.append(PlanItem("tail", conv, [m.position for m in g], g[0].extra.get("tier", "cold"),
@@ -967,7 +970,8 @@ def _split_round(unit: list[StoredMessage], joined: set[int]) -> tuple[list[Stor
 
 
 def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
-               open_calls: Sequence[str] = (), *, foreign_reasoning_out: bool = False) -> Units:
+               open_calls: Sequence[str] = (), *, foreign_reasoning_out: bool = False,
+               call_items: Mapping[str, str] | None = None) -> Units:
     """Group the tail's messages (oldest first; None: unreadable, or with `skip` the
     latest user message, which the planner places itself) into units that both provider
     APIs accept: a call and every result that answers it (parallel calls included: the
@@ -993,7 +997,8 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
     (the forms sent rename the pair, `tiers.formats.SentCallIds`), not an orphan.
 
     Complete units only: a result whose call is not among `msgs` (nor open from the
-    previous context, `open_calls`), or whose calls are all answered, is left out; a call
+    previous context, `open_calls`; one naming an open call by its item id, `call_items`),
+    or whose calls are all answered, is left out; a call
     that a later message (a user or assistant message, the latest user message included)
     follows before all its results is left out with its results; so is one a chat assistant message with calls follows
     (Chat Completions puts a round's parallel calls in one message: the next one is a new
@@ -1011,7 +1016,9 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
     cont = bool(open_calls)  # `cur` continues the previous context's open unit
     lead: list[StoredMessage] = []  # reasoning items waiting for the unit after them
     interrupted = False
-    aliases: dict[str, str] = {}  # a call's item id -> its call id, for a result naming it so
+    # a call's item id -> its call id, for a result naming it so (`call_item_id`); an open
+    # call's from the previous context (`call_items`)
+    aliases: dict[str, str] = dict(call_items or {})
     # positions of `cur`'s items that joined it through `joins_round` (the reply's text, a
     # hosted call): a unit left out for its calls keeps them (`end`)
     joined: set[int] = set()

@@ -33,6 +33,7 @@ from tiermem.planner.epoch import Segment
 from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint, PlanItem
 from tiermem.tiers.formats import (
     call_ids,
+    call_item_id,
     fold_system,
     is_reasoning,
     joins_round,
@@ -120,6 +121,19 @@ def open_calls(messages: Sequence[dict[str, Any]]) -> tuple[str, ...]:
             # round, `joins_round`, is no such text: the round goes on through it)
             waiting = Counter()
     return tuple(sorted(waiting.elements()))
+
+
+def open_call_items(messages: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """The item ids of the calls `open_calls` finds waiting that a result may name instead
+    of their call id (`call_item_id`: a local shell call's), each to its call id: a typed
+    `local_shell_call_output` arriving after an epoch's pending round names its call so."""
+    waiting = set(open_calls(messages))
+    found: dict[str, str] = {}
+    for m in messages:
+        ids = call_ids(m)
+        if (iid := call_item_id(m)) is not None and ids and ids[0] in waiting:
+            found[iid] = ids[0]
+    return found
 
 
 class Renderer:
