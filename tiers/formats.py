@@ -854,15 +854,23 @@ def unique_item_call_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     after a result or an input message starts a round (`_ends_round`). A call or output
     item whose item `id` an earlier item of the request holds goes without it (module
     docstring, "Ids sent": the API refuses a repeated item id, and the id is optional on
-    both). Items that change are copies (the items given may be the caller's).
+    both). Items that change are copies (the items given may be the caller's). A typed
+    `local_shell_call_output` naming its call by the call's item id (`call_item_id`) goes
+    naming its `call_id`, as the SDK's type describes that `id`: else two items of one id
+    go (the call and its output), which the API refuses.
     `to_responses` and the Agents SDK session's `get_items` send items through it."""
     ids = SentCallIds()
     in_round = False
     item_ids: set[str] = set()  # the item ids sent so far
+    shell_calls: dict[str, str] = {}  # a local shell call's item id -> its call_id
     out: list[dict[str, Any]] = []
     for item in items:
         t = item.get("type")
         cid = item.get("call_id")
+        if (sid := call_item_id(item)) is not None and isinstance(cid, str):
+            shell_calls[sid] = cid
+        elif t == LOCAL_SHELL_OUTPUT_TYPE and cid is None and item.get("id") in shell_calls:
+            item = {**item, "id": shell_calls[item["id"]]}
         if t in _CALL_ITEM_TYPES and isinstance(cid, str):
             if not in_round:
                 ids.round()
