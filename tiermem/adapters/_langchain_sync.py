@@ -159,7 +159,8 @@ _BODY_FIELDS = ("type", "tool_calls", "invalid_tool_calls", "additional_kwargs",
                 "tool_call_id", "status", "artifact")
 # the fields a `_Snapshot` copies: the stored form's and the id (matched on); the others
 # (`response_metadata`, `usage_metadata`) it holds as they are, the same object, which
-# a comparison passes in C without looking into it (what they hold never reaches the row)
+# a comparison passes in C without looking into it (the row keeps them in its metadata
+# as first stored, `METADATA_FIELD_KEYS`: a change of them alone is no edit)
 _COMPARED = frozenset(("content", "id", *_BODY_FIELDS))
 # nesting a snapshot copies; a value deeper is kept by its repr (`_Exact`), so a state's
 # message never exhausts the interpreter's recursion limit here
@@ -177,7 +178,9 @@ MAX_EDIT_ROUNDS = 8
 # the metadata keys `to_openai` derives from a message's fields (a tool message's, an AI
 # message's invalid calls), compared
 # as its body is: not the id (matched on), the kept content (compared as its body's
-# stand-in) or what tiermem adds (a pop's `POPPED_FROM_KEY`)
+# stand-in), the message's own metadata (`additional_kwargs`, `response_metadata`,
+# `usage_metadata`: a reply's, kept as first stored, never an edit alone, which would
+# rewrite every row after it) or what tiermem adds (a pop's `POPPED_FROM_KEY`)
 _FIELD_KEYS = (METADATA_STATUS_KEY, METADATA_ARTIFACT_KEY, METADATA_INVALID_CALLS_KEY)
 
 
@@ -693,7 +696,7 @@ class ConversationSync:
         ctx = self.memory.context(self.conversation_id, query, self.budget, system=self.system,
                                   namespace_recall=self.namespace_recall, timezone=self.timezone,
                                   pending_tokens=pending)
-        return context_input(ctx, self.cache_marks, form)
+        return context_input(ctx, self.cache_marks, form, memory=self.memory)
 
     def model_input(self, messages: Sequence[BaseMessage], system_messages: str | None = None) -> list[BaseMessage]:
         """Store the state's new messages, then plan the context for its latest human message

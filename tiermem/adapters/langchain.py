@@ -14,7 +14,18 @@ message of the role cannot carry (an AI message's reasoning, thinking or server-
 blocks, a tool result's images), which LangChain's conversion passes through and the
 store would refuse, are left out of the stored body; the message's LangChain content
 is kept whole in `langchain_content` and comes back on read, on the same terms as an
-artifact (left out when it does not fit: the message then reads back as stored).
+artifact (left out when it does not fit: the message then reads back as stored), as is
+an AI message's content whose blocks the chat form holds otherwise (a `tool_use` block
+is its call, the text a string). The message's own metadata, `additional_kwargs`,
+`response_metadata` and `usage_metadata` (`METADATA_FIELD_KEYS`: what an integration
+may need sent back, such as Gemini's thought signatures or DeepSeek's
+`reasoning_content`), is kept in `langchain_additional_kwargs`,
+`langchain_response_metadata` and `langchain_usage_metadata` on the same terms (of the
+first two their JSON entries; where the limit takes only some, `additional_kwargs`
+first, the reply's metadata last), never in the stored body, which the planner counts;
+it comes back on read and in the context a LangChain agent's model is given
+(`context_input`'s `memory`), its text as planned. A block LangChain's conversion
+cannot write (a v1 `text-plain` block) is a ValidationError naming the message's content.
 An AI message's `invalid_tool_calls` (which LangChain's conversion leaves out) are
 stored after its calls as langchain-openai sends them (`_invalid_wire_calls`: the
 arguments the text the model wrote), so a model is shown its failed call and the
@@ -26,11 +37,12 @@ call whose arguments are not JSON reads back invalid with the parser's error).
 
 `memory` is a `Memory`, a `NamespacedMemory` or a `tiermem.client.Client` (a shared
 `tiermem serve`). A client reads the server's metadata limit (`Client.limits()`, once,
-at the first batch holding an artifact) and artifacts are checked before sending, as
-over a Memory. Only a server that does not say its limits (an older one) gets the batch
-with every JSON artifact; when it refuses one message's metadata (422, nothing written)
-that message's artifact is left out and the batch sent again (`append_messages`), so
-every way stores the same rows.
+at the first batch keeping more than ids in metadata) and what is kept is checked before
+sending, as over a Memory. Only a server that does not say its limits (an older one)
+gets the batch with all of it; when it refuses one message's metadata (422, nothing
+written) that message's optional keys are left out one at a time (`MENDED_KEYS`: the
+artifact among them) and the batch sent again (`append_messages`), so every way stores
+the same rows.
 
 `add_messages` writes its messages in one batch (all or nothing) where one append takes
 them. More (past `MAX_BATCH_MESSAGES` messages or, over a `Client`, past its server's
@@ -69,6 +81,7 @@ refuse a message between a call and its result.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -98,10 +111,12 @@ from tiermem.adapters._common import (
     checked_chunks,
     clear,
     conditional_appends,
+    in_context_namespace,
+    log_pages,
     metadata_limit,
     visible,
 )
-from tiermem.adapters.anthropic import CONTINUED_TEXT, chosen_breakpoints
+from tiermem.adapters.anthropic import CONTINUED_TEXT, _match_key, chosen_breakpoints
 from tiermem.planner.plan import EPHEMERAL, MAX_BREAKPOINTS, Context
 from tiermem.tiers.errors import LimitExceeded, ValidationError
 from tiermem.tiers.formats import (
@@ -114,8 +129,8 @@ from tiermem.tiers.formats import (
     joins_turn,
     to_chat,
 )
-from tiermem.tiers.models import check_int, check_keys
-from tiermem.tiers.plain_json import check_int_digits
+from tiermem.tiers.models import MAX_JSON_DEPTH, check_int, check_keys, nested_deeper_than, non_string_key
+from tiermem.tiers.plain_json import check_int_digits, long_int_place
 
 # Responses items that are one tool call each (`to_chat` makes each an AI message of one call)
 RESPONSES_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
@@ -132,6 +147,24 @@ METADATA_CONTENT_KEY = LANGCHAIN_CONTENT_KEY
 # without an id), which the chat form's calls (`_invalid_wire_calls`) cannot say
 METADATA_INVALID_CALLS_KEY = LANGCHAIN_INVALID_CALLS_KEY
 INVALID_CALL_FIELDS = ("name", "args", "id", "error")
+# a message's own metadata, which the chat form has no field for: what the provider's
+# integration put there and may need back (`additional_kwargs`: Gemini's
+# `__gemini_function_call_thought_signatures__`, DeepSeek's `reasoning_content`), what it
+# said of the reply (`response_metadata`) and the tokens it counted (`usage_metadata`).
+# Kept in the row's metadata under these keys, never in the stored body (the text the
+# planner counts), in this order of precedence where the metadata limit keeps only some
+METADATA_FIELD_KEYS = {
+    "additional_kwargs": "langchain_additional_kwargs",
+    "response_metadata": "langchain_response_metadata",
+    "usage_metadata": "langchain_usage_metadata",
+}
+# which optional metadata key a store's size refusal leaves out first (`_optional_refused`):
+# what is told of the reply before what the message holds, what the provider needs last
+MENDED_KEYS = (METADATA_FIELD_KEYS["usage_metadata"], METADATA_FIELD_KEYS["response_metadata"],
+               METADATA_ARTIFACT_KEY, METADATA_CONTENT_KEY, METADATA_INVALID_CALLS_KEY,
+               METADATA_FIELD_KEYS["additional_kwargs"])
+# the level a row's metadata sits at, as the store counts depth (the message is 1)
+_METADATA_DEPTH = 2
 # how Memory and the service name a batch message's metadata they refuse
 _REFUSED_METADATA = re.compile(r"messages\[(\d+)\]\.metadata")
 _T = TypeVar("_T")
@@ -146,12 +179,38 @@ def _fits(value: object, limit: int | None) -> bool:
     return limit is None or size <= limit
 
 
+def _storable_json(value: object, depth: int) -> bool:
+    """Whether the store takes `value` at level `depth` of a message: JSON, every key a
+    string, no integer past the one limit, nested within its depth. What the caller gave
+    (an artifact, content) is refused for any of these, naming it; what an integration
+    put in a message's own metadata is left out instead (`_message_fields`)."""
+    return (_fits(value, None) and non_string_key(value) is None and long_int_place(value) is None
+            and not nested_deeper_than(value, MAX_JSON_DEPTH, depth=depth))
+
+
+def _message_fields(m: BaseMessage) -> dict[str, Any]:
+    """`m`'s own metadata to keep, by its metadata key (`METADATA_FIELD_KEYS`), where it
+    holds any: of `additional_kwargs` and `response_metadata` the entries the store takes
+    (`_storable_json`; an integration's object, such as a structured output's `parsed`,
+    is left out: the text it was parsed from is kept), `usage_metadata` whole where it
+    takes it. The integration made them, not the caller: never a refusal of the message."""
+    out: dict[str, Any] = {}
+    for field, key in METADATA_FIELD_KEYS.items():
+        value = getattr(m, field, None)
+        if field != "usage_metadata" and isinstance(value, dict):
+            value = {k: v for k, v in value.items()
+                     if isinstance(k, str) and _storable_json({k: v}, _METADATA_DEPTH + 1)}
+        if value and _storable_json(value, _METADATA_DEPTH + 1):
+            out[key] = value
+    return out
+
+
 def to_openai(messages: Sequence[BaseMessage], *,
               max_metadata_bytes: int | Callable[[], int | None] | None = None) -> list[dict[str, Any]]:
     """LangChain messages as OpenAI chat messages, with what that format has no field
     for (the id, a tool message's status and artifact, content blocks its role cannot
-    carry) in the envelope metadata. `max_metadata_bytes` may be a function, asked once
-    and only when a message has an artifact or such blocks."""
+    carry, the message's own metadata) in the envelope metadata. `max_metadata_bytes`
+    may be a function, asked once and only when a message has more than its id there."""
     from langchain_core.messages import ToolMessage
 
     limit_of = max_metadata_bytes if callable(max_metadata_bytes) else (lambda: max_metadata_bytes)
@@ -171,7 +230,13 @@ def to_openai(messages: Sequence[BaseMessage], *,
             check_keys(call.get("args"), f"messages[{n}].tool_calls[{i}].args")
             # and an integer past the one limit, which the args' JSON text would hide
             check_int_digits(call.get("args"), f"messages[{n}].tool_calls[{i}].args")
-        body = dict(convert_to_openai_messages(m))
+        try:
+            body = dict(convert_to_openai_messages(m))
+        except ValueError as exc:
+            # a block its conversion cannot write (a v1 `text-plain` block): LangChain's bare
+            # ValueError, named here as append names any refusal
+            raise ValidationError(f"messages[{n}].content", f"cannot be written as an OpenAI chat message "
+                                                           f"(LangChain: {exc})") from None
         meta: dict[str, Any] = {}
         if m.id:
             meta[METADATA_ID_KEY] = m.id
@@ -188,13 +253,27 @@ def to_openai(messages: Sequence[BaseMessage], *,
         storable = _storable_parts(body)
         if storable is not None:
             body = storable
-            if fits({**meta, METADATA_CONTENT_KEY: m.content}):
-                meta[METADATA_CONTENT_KEY] = m.content
+        # an AI message's blocks its chat form does not hold as they are (a `tool_use`
+        # block, which the chat form holds as its call, leaving a string of its text)
+        # come back from the LangChain content kept, as blocks left out do
+        regrouped = isinstance(m, AIMessage) and isinstance(m.content, list) and body.get("content") != m.content
+        if (storable is not None or regrouped) and fits({**meta, METADATA_CONTENT_KEY: m.content}):
+            meta[METADATA_CONTENT_KEY] = m.content
+        # the message's own metadata where the limit keeps only some: what the provider
+        # may need back (`additional_kwargs`) before the artifact, what was told of the
+        # reply after it (the order `MENDED_KEYS` leaves them out in, reversed)
+        fields = _message_fields(m)
+        kwargs_key = METADATA_FIELD_KEYS["additional_kwargs"]
+        if kwargs_key in fields and fits({**meta, kwargs_key: fields[kwargs_key]}):
+            meta[kwargs_key] = fields[kwargs_key]
         if isinstance(m, ToolMessage):
             if m.status != "success":
                 meta[METADATA_STATUS_KEY] = m.status
             if m.artifact is not None and fits({**meta, METADATA_ARTIFACT_KEY: m.artifact}):
                 meta[METADATA_ARTIFACT_KEY] = m.artifact
+        for key, value in fields.items():
+            if key != kwargs_key and fits({**meta, key: value}):
+                meta[key] = value
         if meta:
             body["metadata"] = meta
         out.append(body)
@@ -300,7 +379,7 @@ def _mended(bodies: list[dict[str, Any]], write: Callable[[list[dict[str, Any]]]
 
 def _optional_refused(exc: ValidationError, bodies: list[dict[str, Any]]) -> tuple[int, str] | None:
     """The batch index whose metadata `exc` refused for its size and the optional key to
-    leave out of it (the artifact first, then the kept content), when it holds one (None:
+    leave out of it (`MENDED_KEYS`, in order), when it holds one (None:
     a refusal leaving it out cannot mend, or one a local Memory raises too, such as
     nesting too deep: raised as it is)."""
     if not isinstance(exc, LimitExceeded):
@@ -310,8 +389,7 @@ def _optional_refused(exc: ValidationError, bodies: list[dict[str, Any]]) -> tup
         return None
     i = int(match.group(1))
     meta = bodies[i].get("metadata") or {}
-    key = next((k for k in (METADATA_ARTIFACT_KEY, METADATA_CONTENT_KEY, METADATA_INVALID_CALLS_KEY)
-                if k in meta), None)
+    key = next((k for k in MENDED_KEYS if k in meta), None)
     return None if key is None else (i, key)
 
 
@@ -324,10 +402,12 @@ def to_langchain(bodies: list[dict[str, Any]], ids: Sequence[str | None] | None 
 
 
 def _converted(bodies: list[dict[str, Any]], ids: Sequence[str | None] | None = None, *,
-               metadata: Sequence[dict[str, Any] | None] | None = None) -> tuple[list[BaseMessage], list[int]]:
+               metadata: Sequence[dict[str, Any] | None] | None = None,
+               fields_only: bool = False) -> tuple[list[BaseMessage], list[int]]:
     """`to_langchain`'s messages, and for each body how many of them hold what the
     bodies through it convert to (a body that converts to none, or to a call joined to
-    the message before, adds none)."""
+    the message before, adds none). `fields_only`: of `metadata` only the message's own
+    metadata is put back (`_restored_fields`: a context's, whose text is as planned)."""
     out: list[BaseMessage] = []
     ends: list[int] = []
     last: dict[str, Any] | None = None  # the chat form of out[-1], as `to_chat` sees it
@@ -342,7 +422,11 @@ def _converted(bodies: list[dict[str, Any]], ids: Sequence[str | None] | None = 
         if len(msgs) == 1:
             meta = (metadata[i] if metadata is not None else None) or {}
             lc_id = ids[i] if ids is not None else meta.get(METADATA_ID_KEY)
-            msgs[0] = _restore(msgs[0], b, meta, lc_id)
+            if fields_only:
+                update = _restored_fields(msgs[0], meta)
+                msgs[0] = msgs[0].model_copy(update=update) if update else msgs[0]
+            else:
+                msgs[0] = _restore(msgs[0], b, meta, lc_id)
         # a call item of the turn before goes on its AI message (`last` still joins after it)
         joined = (b.get("type") in RESPONSES_CALL_TYPES and len(msgs) == 1 and last is not None
                   and joins_turn(last) and _join_call(out, msgs[0]))
@@ -361,8 +445,12 @@ def _converted(bodies: list[dict[str, Any]], ids: Sequence[str | None] | None = 
     return out, ends
 
 
-def context_input(ctx: Context, cache_marks: int = 0, system_messages: str | None = "as_is") -> list[BaseMessage]:
-    """A planned context as a LangChain model's input: its messages (`to_langchain`),
+def context_input(ctx: Context, cache_marks: int = 0, system_messages: str | None = "as_is", *,
+                  memory: MemoryLike | None = None) -> list[BaseMessage]:
+    """A planned context as a LangChain model's input: its messages (`to_langchain`;
+    with `memory`, the one it came from, each with the message's own metadata its row
+    kept, `_shown_metadata`: an AI message's `additional_kwargs` a provider may need
+    back, such as Gemini's thought signatures of the calls it answers in this turn),
     each tool call id once (`unique_call_ids`), and with `cache_marks` (0 to
     `MAX_BREAKPOINTS`) at most that many Anthropic `cache_control` marks where the plan's
     breakpoints say, placed as `to_anthropic` places them (`chosen_breakpoints`: the end
@@ -384,11 +472,39 @@ def context_input(ctx: Context, cache_marks: int = 0, system_messages: str | Non
     `to_anthropic` sends them (`in_turn`), marks and all (None: "as_is")."""
     check_cache_marks(cache_marks)
     check_system_messages(system_messages)
-    messages, ends = _converted(list(ctx.messages))
+    shown = _shown_metadata(ctx, check_memory(memory)) if memory is not None else None
+    messages, ends = _converted(list(ctx.messages), metadata=shown, fields_only=True)
     messages = unique_call_ids(messages)
     if cache_marks:
         messages = _with_marks(ctx, messages, ends, cache_marks)
     return in_turn(messages) if system_messages == "in_turn" else messages
+
+
+def _shown_metadata(ctx: Context, memory: MemoryLike) -> list[dict[str, Any] | None]:
+    """For each message of `ctx`, the metadata of the row of its conversation's tail it
+    shows (None: none found), matched as `to_anthropic` matches them
+    (`anthropic._match_key`: a call's id, a result's, else the chat form; the n-th
+    message of a key the n-th row of it shown, in log order). Only the rows the plan's
+    tail items show are read (in the namespace the context was planned in)."""
+    out: list[dict[str, Any] | None] = [None] * len(ctx.messages)
+    memory = in_context_namespace(memory, ctx)
+    conv = ctx.plan.conversation_id
+    shown = {p for it in ctx.plan.items if it.slice == "tail" and it.conversation_id == conv for p in it.positions}
+    if not shown:
+        return out
+    lo = min(shown)
+    rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    # [] for a conversation erased since the context was built
+    for row in log_pages(memory, conv, after=lo - 1 if lo > 0 else None):
+        chats = to_chat([row.body]) if row.position in shown else []
+        if len(chats) == 1:
+            rows.setdefault(_match_key(row.body, chats[0]), []).append(row.metadata or {})
+    for i, m in enumerate(ctx.messages):
+        chats = to_chat([m])
+        found = rows.get(_match_key(chats[0], chats[0])) if len(chats) == 1 else None
+        if found:
+            out[i] = found.pop(0)
+    return out
 
 
 def _with_marks(ctx: Context, messages: list[BaseMessage], ends: list[int], cache_marks: int) -> list[BaseMessage]:
@@ -622,10 +738,10 @@ def _restore(msg: BaseMessage, body: dict[str, Any], meta: dict[str, Any], lc_id
     """Put back what the OpenAI wire form leaves out: the id, the content where blocks
     had to be left out of the stored form, a tool message's name (stored in the body,
     not sent), status and artifact (in metadata), an AI message's invalid calls (in
-    metadata, `_kept_invalid_calls`)."""
+    metadata, `_kept_invalid_calls`), the message's own metadata (`_restored_fields`)."""
     from langchain_core.messages import AIMessage, ToolMessage
 
-    update: dict[str, Any] = {}
+    update: dict[str, Any] = _restored_fields(msg, meta)
     if lc_id:
         update["id"] = lc_id
     if isinstance(meta.get(METADATA_CONTENT_KEY), str | list):
@@ -640,6 +756,33 @@ def _restore(msg: BaseMessage, body: dict[str, Any], meta: dict[str, Any], lc_id
         if METADATA_ARTIFACT_KEY in meta:
             update["artifact"] = meta[METADATA_ARTIFACT_KEY]
     return msg.model_copy(update=update) if update else msg
+
+
+def _restored_fields(msg: BaseMessage, meta: dict[str, Any]) -> dict[str, Any]:
+    """The message fields `to_openai` kept in the row's metadata (`METADATA_FIELD_KEYS`),
+    as an update of `msg`: `additional_kwargs` over those the stored form gives back,
+    `response_metadata` whole, `usage_metadata` where `msg` is an AI message and the
+    row's is one LangChain takes (another writer's metadata of the key is left). Copies:
+    a message changed in place leaves the row read unchanged."""
+    from langchain_core.messages import AIMessage
+
+    update: dict[str, Any] = {}
+    for field, key in METADATA_FIELD_KEYS.items():
+        value = copy.deepcopy(meta.get(key))
+        if not isinstance(value, dict) or not value or not hasattr(msg, field):
+            continue
+        if field == "additional_kwargs":
+            value = {**msg.additional_kwargs, **value}
+        elif field == "usage_metadata" and not (isinstance(msg, AIMessage) and _usage(value)):
+            continue  # LangChain refuses a usage without its three counts
+        update[field] = value
+    return update
+
+
+def _usage(value: dict[str, Any]) -> bool:
+    """Whether `value` is a `usage_metadata` LangChain takes (its three counts ints)."""
+    return all(isinstance(value.get(k), int) and not isinstance(value.get(k), bool)
+               for k in ("input_tokens", "output_tokens", "total_tokens"))
 
 
 def _kept_invalid_calls(body: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
