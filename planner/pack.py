@@ -236,23 +236,35 @@ class Packing:
 
         # `retrim` caps an allowance at the usual trim, so no output grows past it
         lo, hi = ROUND_MIN_RESULT_TOKENS, max(ROUND_MIN_RESULT_TOKENS + 1, max(c.tokens for c in round_) + 1)
+        # the highest-priority pin keeps its room beside the round (fill's rule: at least
+        # that pin fits; a system prompt or a standing constraint lost for a whole agent
+        # loop is an answer gone wrong), the outputs trimmed further for it; it gives way
+        # only where the round does not fit beside it even at ROUND_MIN_RESULT_TOKENS an output
+        top = self.pools["pinned"][0] if self.pools["pinned"] else None
+        beside = top.tokens + self.header["pinned"] if top is not None else 0
+        room = self.remaining - beside
         best = round_  # as usually trimmed: with the pins and older turns gone it may fit
-        if sum(c.tokens for c in best) > self.remaining:
-            best = at(lo)
-            if sum(c.tokens for c in best) <= self.remaining:
+        if sum(c.tokens for c in best) > room:
+            floor = at(lo)
+            if sum(c.tokens for c in floor) > room:
+                room = self.remaining  # not even the floor fits beside the pin: the pin gives way
+            if sum(c.tokens for c in round_) > room:
+                best = floor
+            if best is floor and sum(c.tokens for c in best) <= room:
                 for _ in range(ROUND_TRIM_TRIES):  # the largest allowance that fits
                     if hi - lo <= 1:
                         break
                     mid = (lo + hi) // 2
                     got = at(mid)
-                    if sum(c.tokens for c in got) <= self.remaining:
+                    if sum(c.tokens for c in got) <= room:
                         lo, best = mid, got
                     else:
                         hi = mid
-            self.round_trim = lo
-            for c in best:
-                if c.fidelity == "trimmed":
-                    c.reason = ROUND_TRIMMED.format(limit=lo)
+            if best is not round_:
+                self.round_trim = lo
+                for c in best:
+                    if c.fidelity == "trimmed":
+                        c.reason = ROUND_TRIMMED.format(limit=lo)
         chosen["tail"] = best
         self.used["tail"] = sum(c.tokens for c in best)
         self.remaining -= self.used["tail"]
