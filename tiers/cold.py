@@ -1622,13 +1622,7 @@ class ColdStore(SharedQueries):
         conversations, messages and keys, in ERASURE_ORDER; no tombstone, no byte
         reclaimed): `tiermem prune --dry-run`."""
         sql, params = self._prune_select(older_than, namespace, all_namespaces)
-        rows = self._read(
-            "SELECT id, name, (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = conversations.id) "
-            f"FROM conversations WHERE id IN ({sql}) ORDER BY {ERASURE_ORDER}", params)
-        size = self.files_bytes()
-        return ErasureReport(conversations=len(rows), messages=sum(int(r[2]) for r in rows), bytes_before=size,
-                             bytes_after=size, conversation_ids=[str(r[1]) for r in rows],
-                             keys=[str(r[0]) for r in rows])
+        return self._prune_preview(f"id IN ({sql})", params)
 
     @staticmethod
     def _prune_select(older_than: float, namespace: str | None, all_namespaces: bool) -> tuple[str, tuple[Any, ...]]:

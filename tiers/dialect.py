@@ -80,6 +80,7 @@ from tiermem.tiers.models import (
     MAX_TIMESTAMP,
     ROLES,
     Checkpoint,
+    ErasureReport,
     IdempotencyRecord,
     SearchHit,
     StoredMessage,
@@ -352,6 +353,19 @@ class SharedQueries:
     def _q(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """A shared read, in the engine's dialect."""
         return self._read(self.dialect.sql(sql), params)
+
+    def _prune_preview(self, where: str, params: Sequence[Any]) -> ErasureReport:
+        """Each engine's `prune_preview`: the conversations `where` holds for (the
+        condition over `conversations`, in the engine's placeholders, that its `prune`
+        takes), with their messages and keys, in ERASURE_ORDER; erasing and writing
+        nothing (no tombstone, no byte reclaimed)."""
+        rows = self._read(
+            "SELECT id, name, (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = conversations.id) "
+            f"FROM conversations WHERE {where} ORDER BY {ERASURE_ORDER}", params)
+        size = self.files_bytes()
+        return ErasureReport(conversations=len(rows), messages=sum(int(r[2]) for r in rows), bytes_before=size,
+                             bytes_after=size, conversation_ids=[str(r[1]) for r in rows],
+                             keys=[str(r[0]) for r in rows])
 
     def _step(self, name: str) -> None:
         if self._fault is not None:

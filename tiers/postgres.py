@@ -2631,14 +2631,7 @@ class PostgresStore(SharedQueries):
         """See `ColdStore.prune_preview`: what `prune` would erase now, erasing nothing."""
         if all_namespaces == (namespace is not None):
             raise ValidationError("namespace", "give a namespace, or all_namespaces=True (not both)")
-        where, params = self._prune_where(older_than, namespace)
-        rows = self._read(
-            "SELECT id, name, (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = conversations.id) "
-            f"FROM conversations WHERE {where} ORDER BY {ERASURE_ORDER}", params)
-        size = self.files_bytes()
-        return ErasureReport(conversations=len(rows), messages=sum(int(r[2]) for r in rows), bytes_before=size,
-                             bytes_after=size, conversation_ids=[str(r[1]) for r in rows],
-                             keys=[str(r[0]) for r in rows])
+        return self._prune_preview(*self._prune_where(older_than, namespace))
 
     @staticmethod
     def _prune_where(older_than: float, namespace: str | None) -> tuple[str, tuple[Any, ...]]:
