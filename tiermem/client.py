@@ -679,10 +679,15 @@ class _Calls:
 
         def read(b: dict[str, Any]) -> ErasureReport:
             # a service before 2026-12-07 answered neither `scrubbed`, `wal_truncated` nor the
-            # tombstones: not known (None), never the defaults, which said the bytes were gone
+            # tombstones: not known (None), never the defaults, which said the bytes were gone.
+            # A dry run erased nothing: nothing scrubbed nor truncated, whatever a service
+            # before its report said so answered (it answered true, the defaults of an erasure)
+            dry = b.get("dry_run") is True
             return ErasureReport(conversations=b["conversations"], messages=b["messages"],
-                                 conversation_ids=list(b["conversation_ids"]), scrubbed=b.get("scrubbed"),
-                                 tombstones=list(b.get("tombstones", [])), wal_truncated=b.get("wal_truncated"))
+                                 conversation_ids=list(b["conversation_ids"]),
+                                 scrubbed=False if dry else b.get("scrubbed"),
+                                 tombstones=list(b.get("tombstones", [])),
+                                 wal_truncated=False if dry else b.get("wal_truncated"), dry_run=dry)
 
         if not isinstance(dry_run, bool):
             raise ValidationError("dry_run", f"must be a boolean, got {type(dry_run).__name__}")

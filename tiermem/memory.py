@@ -1372,7 +1372,8 @@ class Memory:
         reclaims disk. Like every method, it acts on `namespace` (default: "default")
         only; every namespace only with `all_namespaces=True`. `dry_run=True`: the report
         of what it would erase now (conversations, messages, ids, incarnations), erasing
-        and writing nothing (no tombstone, no byte reclaimed, no erasure hook told)."""
+        and writing nothing (no tombstone, no byte reclaimed, no erasure hook told); it
+        says so (`dry_run` True, `scrubbed` and `wal_truncated` False)."""
         now = time.time()
         # an age below zero or a cutoff in the future would erase conversations still being
         # written to: refused whichever way it is given

@@ -358,14 +358,15 @@ class SharedQueries:
         """Each engine's `prune_preview`: the conversations `where` holds for (the
         condition over `conversations`, in the engine's placeholders, that its `prune`
         takes), with their messages and keys, in ERASURE_ORDER; erasing and writing
-        nothing (no tombstone, no byte reclaimed)."""
+        nothing, and its report says so (`ErasureReport.dry_run`: no tombstone, no byte
+        reclaimed, nothing scrubbed nor any WAL truncated)."""
         rows = self._read(
             "SELECT id, name, (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = conversations.id) "
             f"FROM conversations WHERE {where} ORDER BY {ERASURE_ORDER}", params)
         size = self.files_bytes()
         return ErasureReport(conversations=len(rows), messages=sum(int(r[2]) for r in rows), bytes_before=size,
                              bytes_after=size, conversation_ids=[str(r[1]) for r in rows],
-                             keys=[str(r[0]) for r in rows])
+                             keys=[str(r[0]) for r in rows], scrubbed=False, wal_truncated=False, dry_run=True)
 
     def _step(self, name: str) -> None:
         if self._fault is not None:

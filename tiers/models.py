@@ -914,6 +914,10 @@ class ErasureReport:
     # owed until it ends), no content; "" otherwise (a failed rewrite, or scrubbed). The
     # operator's report only
     not_rewritten: str = ""
+    # True: a preview (`prune(dry_run=True)`), nothing erased: it lists what a prune would
+    # erase now, and every field about work done says none was (no tombstone, no byte
+    # reclaimed, `scrubbed` and `wal_truncated` False: nothing rewritten nor truncated)
+    dry_run: bool = False
 
     @property
     def bytes_reclaimed(self) -> int:
@@ -926,11 +930,12 @@ class ErasureReport:
     def tenant_json(self) -> dict[str, Any]:
         """What the tenant who asked may see of it (the HTTP and MCP answers): its own
         counts and tombstones, never the store's file sizes, whose change since the last
-        erasure counts every tenant's writes."""
+        erasure counts every tenant's writes. `dry_run` only on a preview (an erasure's
+        answer is as it was before previews)."""
         return {"conversations": self.conversations, "messages": self.messages,
                 "conversation_ids": list(self.conversation_ids),
                 "tombstones": [dict(t) for t in self.tombstones], "wal_truncated": self.wal_truncated,
-                "scrubbed": self.scrubbed}
+                "scrubbed": self.scrubbed, **({"dry_run": True} if self.dry_run else {})}
 
 
 PruneReport = ErasureReport  # prune is one of the two retention operations

@@ -353,7 +353,8 @@ class PruneOut(ErasureOut):
     conversations: int = Field(description="conversations pruned")
     conversation_ids: list[str] = Field(description="the pruned conversations' names")
     dry_run: bool = Field(False, description="true: nothing was erased (the request's dry_run); the counts and "
-                          "names are what a prune would erase now")
+                          "names are what a prune would erase now, `scrubbed` and `wal_truncated` are false "
+                          "(nothing rewritten nor truncated) and there is no tombstone")
 
 
 class ConversationsOut(BaseModel):
@@ -668,10 +669,11 @@ def erasure_out(report: ErasureReport) -> ErasureOut:
     )
 
 
-def prune_out(report: ErasureReport, *, dry_run: bool = False) -> PruneOut:
-    """The HTTP form of a prune's `ErasureReport`: the erasure's, with the names."""
+def prune_out(report: ErasureReport) -> PruneOut:
+    """The HTTP form of a prune's `ErasureReport`: the erasure's, with the names; a
+    preview's (`dry_run`) says no work was done (`scrubbed`, `wal_truncated` false)."""
     return PruneOut(**erasure_out(report).model_dump(), conversation_ids=list(report.conversation_ids),
-                    dry_run=dry_run)
+                    dry_run=report.dry_run)
 
 
 def error_body(loc: Iterable[str | int], msg: str, type_: str) -> dict[str, Any]:

@@ -78,7 +78,7 @@ def delete_conversation(conversation_id: ConvId, ns: Ns, runtime: RuntimeDep) ->
 )
 def prune(body: PruneIn, ns: SpaceNs, runtime: RuntimeDep) -> PruneOut:
     report = runtime.mem().prune(body.older_than_seconds, namespace=ns, dry_run=body.dry_run)
-    return prune_out(report, dry_run=body.dry_run)
+    return prune_out(report)
 
 
 @admin_routes.delete(
