@@ -239,7 +239,6 @@ class HotView:
     degraded: bool = False
     rebuilt: bool = False
     overflow_tokens: int = 0
-    demoted: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

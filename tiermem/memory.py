@@ -1816,8 +1816,7 @@ class Memory:
         hs = res.hot
         return HotView({t.position: t.payload for t in hs.turns},
                        {t.position: t.priority for t in hs.turns if t.pinned},
-                       degraded=False, rebuilt=res.rebuilt, overflow_tokens=hs.overflow_tokens,
-                       demoted=tuple(hs.demoted))
+                       degraded=False, rebuilt=res.rebuilt, overflow_tokens=hs.overflow_tokens)
 
     def make_scheduler(self) -> ConsolidationScheduler:
         """A ConsolidationScheduler over this Memory's views (not started). Its thread
