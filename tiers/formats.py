@@ -1100,6 +1100,14 @@ def _joined(content: object) -> str:
     return "\n".join(_parts_text(content))
 
 
+def join_reply_text(before: str, after: str) -> str:
+    """A Responses reply's text `after` joined to the text `before` of its calls' message
+    (`joins_round`: one round): the non-empty ones, a newline between; "" when neither
+    says anything. The one rule of `to_chat` and of the LangChain history
+    (tiermem.adapters.langchain), which read such a round as one message."""
+    return "\n".join(x for x in (before, after) if x)
+
+
 def to_responses(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Chat Completions messages as Responses input items (Responses items pass as they
     are, in wire form), a request's: each call's `call_id` sent once, each output naming
@@ -1257,8 +1265,7 @@ def to_chat(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 # a Responses reply's text after its calls (one round, `joins_round`): Chat
                 # Completions wants the calls' results right after their message, so the
                 # text joins it (`prev` is this conversion's own dict, or a wire-form copy)
-                said = [x for x in (_joined(prev.get("content")), _joined(content)) if x]
-                prev["content"] = "\n".join(said) if said else None
+                prev["content"] = join_reply_text(_joined(prev.get("content")), _joined(content)) or None
                 continue
             if isinstance(content, str) or role in ("system", "developer", "assistant"):
                 out.append({"role": role, "content": content if isinstance(content, str) else _joined(content)})

@@ -126,6 +126,7 @@ from tiermem.tiers.formats import (
     TOOL_NAME_MAX_CHARS,
     SentCallIds,
     is_control,
+    join_reply_text,
     joins_turn,
     to_chat,
 )
@@ -851,7 +852,7 @@ def _join_text(out: list[BaseMessage], text: BaseMessage) -> bool:
     round, and a chat model wants the calls' results right after their message: Chat
     Completions refuses a message between, Anthropic two assistant messages in a row);
     False when `out` does not end with one. String contents join as `to_chat` joins them
-    (a newline between non-empty texts); else as lists of blocks."""
+    (`tiers.formats.join_reply_text`); else as lists of blocks."""
     from langchain_core.messages import AIMessage
 
     prev = out[-1] if out else None
@@ -859,7 +860,7 @@ def _join_text(out: list[BaseMessage], text: BaseMessage) -> bool:
         return False
     before, after = prev.content, text.content
     if isinstance(before, str) and isinstance(after, str):
-        content: str | list[str | dict[str, Any]] = "\n".join(x for x in (before, after) if x)
+        content: str | list[str | dict[str, Any]] = join_reply_text(before, after)
     else:
         content = [*_blocks(before), *_blocks(after)]
     out[-1] = prev.model_copy(update={"content": content})
