@@ -31,6 +31,7 @@ from typing import Any
 from tiermem.hotlink import REDIS_ERRORS, pin_state
 from tiermem.memory import Memory
 from tiermem.tiers.errors import ConversationNotFound, ValidationError
+from tiermem.tiers.formats import SentCallIds, joins_round
 from tiermem.tiers.models import SESSION_MAX_CHARS, StoredMessage
 from tiermem.tiers.statements import read_hidden
 from tiermem.tiers.warm import SummaryView
@@ -41,6 +42,9 @@ CONVERSATIONS_PER_PAGE = 50
 # per-conversation views (VIEW_KINDS) and the first sessions, later pages sessions only
 VIEWS_PER_PAGE = 50
 RESULT_LOOKAHEAD = 50  # positions past a page searched for the results of its tool calls
+# positions before a page read for the calls its first rows' rounds began with: a call
+# there may take a result on the page (`pair_results`), which then answers no row's call
+CALL_LOOKBEHIND = 50
 TOOL_TEXT_CHARS = 400  # of a tool call's arguments or result shown inline
 VIEW_KINDS = ("rolling", "constraints")  # the per-conversation views with key ''
 
@@ -221,6 +225,39 @@ def result_of(m: StoredMessage) -> str | None:
     return None
 
 
+def pair_results(msgs: list[StoredMessage]) -> dict[tuple[int, int], StoredMessage]:
+    """(a call's message position, the call's index in it) -> the result that answers it,
+    for the calls and results among `msgs` (oldest first), paired as the library pairs them
+    (tiermem.tiers.formats, "One unit" and "Ids sent"; `SentCallIds` itself): a result
+    answers a call of its id in the round just before it, the n-th result of an id in a
+    round its n-th call. A chat message with calls starts a round (it holds all of its
+    round's calls); a call item starts one after a result or a message that ends a round
+    (`joins_round`), else it is a parallel call of the round. Servers that number calls per
+    reply reuse `call_0` every round: pairing by id alone showed a later round's call
+    with the first round's result. A result no waiting call takes answers no call here."""
+    ids = SentCallIds()
+    in_round = False
+    calls: dict[str, tuple[int, int]] = {}  # id sent (unique in `msgs`) -> its call
+    out: dict[tuple[int, int], StoredMessage] = {}
+    for m in msgs:
+        made = tool_calls_of(m)
+        rid = result_of(m)
+        if made:
+            if not in_round or not isinstance(m.body.get("type"), str):
+                ids.round()
+            in_round = True
+            for i, c in enumerate(made):
+                calls[ids.call(c.call_id)] = (m.position, i)
+        elif rid is not None:
+            in_round = False
+            sent = ids.result(rid)
+            if sent is not None:
+                out[calls[sent]] = m
+        else:
+            in_round = in_round and joins_round(m.body)
+    return out
+
+
 @dataclass
 class TurnsPage:
     name: str
@@ -260,12 +297,9 @@ def turns_page(mem: Memory, namespace: str, name: str, page: int | None) -> Turn
     # which a statement only a popped turn superseded current in part (tiers.statements.Hidden)
     hidden = read_hidden(mem.cold, key)
     turns = {t.position: hidden.row(t) for t in mem.cold.turns(key, start=start, end=end)}
-    msgs = mem.cold.history(key, start=start, end=end + RESULT_LOOKAHEAD)
-    results: dict[str, StoredMessage] = {}
-    for m in msgs:
-        cid = result_of(m)
-        if cid:
-            results.setdefault(cid, m)
+    # the calls before the page whose results it may hold, and the results after it of its calls
+    msgs = mem.cold.history(key, start=max(0, start - CALL_LOOKBEHIND), end=end + RESULT_LOOKAHEAD)
+    results = pair_results(msgs)
     # the page's rows only (and the chains of corrections they start), never every turn
     facts = mem.facts(name, namespace=namespace, start=start, end=end)
     validity = {v.position: v.to_json() for v in facts}
@@ -279,6 +313,8 @@ def turns_page(mem: Memory, namespace: str, name: str, page: int | None) -> Turn
     for m in msgs:
         if m.position > end:
             break
+        if m.position < start:
+            continue
         t = turns.get(m.position)
         # hot first, then the warm views that cite it; the cold log holds every turn
         tiers = ["hot"] if m.position in hot.positions else []
@@ -287,8 +323,8 @@ def turns_page(mem: Memory, namespace: str, name: str, page: int | None) -> Turn
         calls = tool_calls_of(m)
         # a message that only calls tools has no text of its own (message_text renders the calls)
         text = "" if calls and not m.body.get("content") else m.text
-        for c in calls:
-            r = results.get(c.call_id)
+        for i, c in enumerate(calls):
+            r = results.get((m.position, i))
             if r is not None:
                 c.result_position, c.result = r.position, _short(r.text)
         rows.append(TurnView(
