@@ -12,7 +12,9 @@ Invariants:
   setting: newest first, up to the room the pinned block leaves (not capped at the
   tail's share), until an older round does not fit whole (it and the rounds before it
   are left out: a long loop runs on with its recent rounds; planner.pack.Packing.take_loop).
-  The latest round (the model's latest tool-call message and its results) is always
+  The latest round (the model's latest tool-call message and its results; or the round
+  whose results the latest user message came with, no reply between, as Anthropic's form
+  sends a question: planner.pack `loop_after`) is always
   sent: where it does not fit whole the pins and older turns, older rounds included,
   give way, then its tool outputs are trimmed further, one allowance shared among them
   (`fit_round`), and where not even the least trim fits the call fails with
@@ -486,11 +488,12 @@ class Planner:
                        if recall_first else 0)
         held_back = (frozenset({r.position for r in fixed.tail_rows if r.superseded_by is not None}
                                | self.statements.positions(conv)) if fill_to > 0 or resumed else frozenset())
+        encoded: dict[int, list[int]] = {}  # the latest round's outputs, encoded once (_retrim)
         packing.fill(caps, plan, fixed.tail_rows, table, self.settings.tail_anchor, fill_to,
                      kept_from=call.kept_from, held_back=held_back,
                      leftovers=plan.query_class in NEEDS_ROOM_CLASSES, latest_user=fixed.latest_user,
                      memory_last=memory_last, tail_first=self._cached_size if recall_first else None,
-                     retrim=lambda c, limit: self._retrim(call, fixed, c, limit))
+                     retrim=lambda c, limit: self._retrim(call, fixed, c, limit, encoded))
         # a superseded turn the tail shows raw is marked in the retrieved block (planner.marks)
         marks.take(packing, marks.for_tail(self.candidates, conv, packing, fixed.tail_rows, call.zone))
         call.mark("pack")
@@ -612,6 +615,18 @@ class Planner:
                 tail_msgs.update({m.position: m for m in self.candidates.messages(
                     conv, [r.position for r in more if r.position not in tail_msgs], hot)})
                 tail_rows = more
+            # the latest user message the newest row, tool results right before it (the
+            # results it came with: planner.pack `loop_after`): that round is the latest,
+            # read back the same way until its call is in
+            n = len(tail_rows)
+            while (tail_rows[-1].position == latest_user and len(tail_rows) > 1 and tail_rows[-2].role == "tool"
+                   and not _round_call_read(tail_rows[:-1]) and n <= tail_rows[-1].position):
+                n *= 2
+                more = self.cold.tail_turns(conv, n)
+                more = [r for r in more if r.position > cleared and r.position not in hidden]
+                tail_msgs.update({m.position: m for m in self.candidates.messages(
+                    conv, [r.position for r in more if r.position not in tail_msgs], hot)})
+                tail_rows = more
         if latest_user is not None and latest_user not in tail_msgs:
             tail_msgs.update({m.position: m for m in self.candidates.messages(conv, [latest_user], hot)})
         system_tokens = sum(message_tokens(self.tokens, m) for m in fixed_msgs)
@@ -633,11 +648,14 @@ class Planner:
         room = budget - base - (message_tokens(self.tokens, latest_body) if latest_body else 0)
         return _Fixed(fixed_msgs, tail_rows, tail_msgs, hidden, latest_user, latest_body, latest_truncated, room)
 
-    def _retrim(self, call: _Call, fixed: _Fixed, c: Candidate, limit: int) -> Candidate:
+    def _retrim(self, call: _Call, fixed: _Fixed, c: Candidate, limit: int,
+                encoded: dict[int, list[int]] | None = None) -> Candidate:
         """Tail unit `c` anew, its tool outputs trimmed to `limit` tokens (at most the
-        usual `tool_trim_tokens`): the latest round's fit (pack.Packing.fit_round)."""
+        usual `tool_trim_tokens`): the latest round's fit (pack.Packing.fit_round), which
+        tries several allowances: `encoded` keeps each output's tokens between tries."""
         msgs = [fixed.tail_msgs[p] for p in c.group]
-        return self.candidates.unit(call.conv, msgs, min(limit, self.settings.tool_trim_tokens), c.reason)
+        return self.candidates.unit(call.conv, msgs, min(limit, self.settings.tool_trim_tokens), c.reason,
+                                    encoded)
 
     def _refuse(self, budget: int, system_tokens: int, latest_body: dict[str, Any] | None,
                 truncate_latest: bool, pending: int = 0) -> None:

@@ -449,16 +449,25 @@ class Candidates:
                                               "verbatim", sum(m.tokens for m in g), 0.0, why))
         return [self.unit(conv, g, self.settings.tool_trim_tokens) for g in got.groups], got
 
-    def unit(self, conv: str, g: Sequence[StoredMessage], limit: int, reason: str = "recent turn") -> Candidate:
+    def unit(self, conv: str, g: Sequence[StoredMessage], limit: int, reason: str = "recent turn",
+             encoded: dict[int, list[int]] | None = None) -> Candidate:
         """One tail unit's candidate, each tool output in it trimmed to `limit` tokens (its
-        head and tail, a marker between: planner.render.Render.trim)."""
+        head and tail, a marker between: planner.render.Render.trim). `encoded`: each
+        output's tokens by position, filled here and read on the next call (a round
+        trimmed at several allowances, pack.Packing.fit_round, encodes each output once:
+        re-encoding 10 outputs of 100 kB at each bisection step took most of a second)."""
         bodies = []
         fid = "verbatim"
         for m in g:
             body = wire_body(m.body)
             key = result_text_field(m.body)
             if key is not None:
-                text, trimmed = self.render.trim(m.text, limit, m.position)
+                ids = None
+                if encoded is not None:
+                    ids = encoded.get(m.position)
+                    if ids is None:
+                        ids = encoded[m.position] = self.tokens.encode(m.text)
+                text, trimmed = self.render.trim(m.text, limit, m.position, ids)
                 if trimmed:
                     body[key] = text
                     fid = "trimmed"

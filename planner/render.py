@@ -147,9 +147,12 @@ class Renderer:
 
     # -- lines ---------------------------------------------------------------------------------
 
-    def trim(self, text: str, limit: int, position: int) -> tuple[str, bool]:
-        """Long tool output: keep head and tail, say what was cut and how to get it back."""
-        ids = self.tokens.encode(text)
+    def trim(self, text: str, limit: int, position: int, ids: Sequence[int] | None = None) -> tuple[str, bool]:
+        """Long tool output: keep head and tail, say what was cut and how to get it back.
+        `ids`: `text` encoded, where the caller has it (a round trimmed at several
+        allowances encodes each output once: planner.candidates `unit`'s `encoded`)."""
+        if ids is None:
+            ids = self.tokens.encode(text)
         if len(ids) <= limit:
             return text, False
         head = int(limit * TRIM_HEAD_SHARE)
@@ -157,7 +160,7 @@ class Renderer:
         cut = len(ids) - head - tail
         marker = (f"\n[... trimmed {cut} tokens of this output; the full text is position #{position} "
                   f"in the log (history/get) ...]\n")
-        return self.tokens.decode(ids[:head]) + marker + self.tokens.decode(ids[len(ids) - tail:]), True
+        return self.tokens.decode(list(ids[:head])) + marker + self.tokens.decode(list(ids[len(ids) - tail:])), True
 
     def line(self, m: StoredMessage, *, dated: bool = True, zone: Zone, trim_to: int | None = None
              ) -> tuple[str, bool]:
