@@ -19,7 +19,8 @@ Invariants:
   it fits in it (the tail is then chosen as it always was); the older tail gives way to
   it, and an older round of the loop that does not fit whole ends it (contiguous, as the
   tail; the newest of them named in `plan.left_out`). The latest round (the newest tool-call message, its
-  results, anything after them) is always shown (`fit_round`): where it does not fit whole
+  results, anything after them; or the round whose results the latest user message came
+  with, no reply between: `loop_after`) is always shown (`fit_round`): where it does not fit whole
   the pins and the whole older tail, older rounds of the loop included, give way, then its
   tool outputs are trimmed to the largest allowance, one for all, at which it fits;
   `drop_one` never drops it (older rounds, oldest first, it does), so a latest round that
@@ -109,9 +110,12 @@ class Packing:
         # none): the plan's cache report says which
         self.kept_units: int | None = None
         self.kept_miss = ""
-        # the latest user message's position (fill's `latest_user`): the tail units after
-        # it are the current loop; its latest round (`round_units`) drop_one never drops
+        # the latest user message's position (fill's `latest_user`)
         self.latest_user: int | None = None
+        # the tail units after this position are the current loop (`loop_after`: after the
+        # latest user message, or from the round whose results it came with); its latest
+        # round (`round_units`) drop_one never drops
+        self.loop_after: int | None = None
         # the allowance fit_round trimmed the latest round's outputs to (None: shown as trimmed usually)
         self.round_trim: int | None = None
         # the pins and older tail units fit_round released for the latest round (their left_out reason)
@@ -138,6 +142,7 @@ class Packing:
         them), the unit that crosses it included. `retrim`: a tail unit anew, its tool outputs
         trimmed to a given number of tokens (`take_loop`'s latest round)."""
         self.latest_user = latest_user
+        self.loop_after = loop_after(self.pools["tail"], latest_user)
         if self.pools["pinned"]:
             # at least the highest-priority pin fits (a constraint left out is an answer
             # gone wrong): still a function of the pins and the budget, not of the class
@@ -156,7 +161,7 @@ class Packing:
                                                   max(1, caps["tail"] // TAIL_GRID_PARTS), table, tail_anchor)
         self.used["tail"] = sum(c.tokens for c in self.chosen["tail"])
         self.remaining -= self.used["tail"]
-        self.take_loop(latest_user, retrim)
+        self.take_loop(self.loop_after, retrim)
         # a pinned turn that the tail shows verbatim is not repeated in the pinned block
         self.withdraw("pinned", {p for c in self.chosen["tail"] for p in c.group})
         self.take("pinned", caps["pinned"])  # the room a pin in the tail freed goes to the next pin
@@ -417,7 +422,7 @@ class Packing:
         """The chosen tail units of the latest tool round: after the latest user message,
         from its newest unit that holds a call or a result on (`_round_start`; none: a
         plain reply there is no loop). The older rounds of the loop are not among them."""
-        lu = self.latest_user
+        lu = self.loop_after
         after = [] if lu is None else [c for c in self.chosen["tail"] if c.position > lu]
         start = _round_start(after)
         return [] if start is None else [c for c in after if c.position >= start]
@@ -566,6 +571,27 @@ def newest_first(pool: list[Candidate], cap: int) -> list[Candidate]:
         used += c.tokens
         pool.remove(c)
     return out
+
+
+def loop_after(units: Sequence[Candidate], latest_user: int | None) -> int | None:
+    """The position after which the tail units are the current tool loop: the latest user
+    message's, except where that message is the newest (nothing after it) and the newest
+    unit before it ends with a tool result, a round whose results no assistant message
+    has answered: then just before that round, which is the latest round. Anthropic's form
+    sends a question with the results of the calls before it (one user message, its
+    `tool_result` blocks, then its text: stored as the `tool` rows, then a user row), and
+    a user who writes right after a round's results in the chat form does the same; sent
+    the question without those results, the model calls the tools again."""
+    if latest_user is None or any(c.position > latest_user for c in units):
+        return latest_user
+    before = [c for c in units if c.position < latest_user]
+    if not before:
+        return latest_user
+    newest = max(before, key=lambda c: c.position)
+    msgs = (newest.body or {}).get("messages", ())
+    if msgs and result_id(msgs[-1]) is not None:
+        return newest.position - 1
+    return latest_user
 
 
 def _round_start(after: Sequence[Candidate]) -> int | None:
