@@ -1370,10 +1370,14 @@ class Memory:
         cutoff datetime, or an age in seconds): whose last message is older, and, for a
         fork, whose creation is too (`tiers.dialect.PRUNE_IDLE_SQL`), with every derived byte;
         reclaims disk. Like every method, it acts on `namespace` (default: "default")
-        only; every namespace only with `all_namespaces=True`. `dry_run=True`: the report
-        of what it would erase now (conversations, messages, ids, incarnations), erasing
-        and writing nothing (no tombstone, no byte reclaimed, no erasure hook told); it
-        says so (`dry_run` True, `scrubbed` and `wal_truncated` False)."""
+        only; every namespace only with `all_namespaces=True`. A conversation written to
+        while the prune runs is no longer idle and is kept whole (each batch checks again
+        before it erases); the report counts only what was erased. `dry_run=True`: the
+        report of what it would erase now (conversations, messages, ids, incarnations),
+        erasing and writing nothing (no tombstone, no byte reclaimed, no erasure hook
+        told); it says so (`dry_run` True, `scrubbed` and `wal_truncated` False). A
+        snapshot: a prune run after it keeps what was written to since, and takes what
+        became idle since."""
         now = time.time()
         # an age below zero or a cutoff in the future would erase conversations still being
         # written to: refused whichever way it is given

@@ -1612,29 +1612,33 @@ class ColdStore(SharedQueries):
         `older_than` (unix seconds; `PRUNE_IDLE_SQL`: a fork's creation is activity), with
         every derived row, in transactions of whole conversations (`_erase`, batched);
         then hand the space back. Every namespace only with `all_namespaces=True`, never
-        by omission. Forks keep their copies."""
-        sql, params = self._prune_select(older_than, namespace, all_namespaces)
-        return self._erase(sql, params, reason="prune", on_erased=on_erased)
+        by omission. Forks keep their copies. Each batch takes a conversation only if it
+        is still idle in that batch's transaction (`_erase`'s `still`): one written to
+        after the prune began, between its batches, is kept whole, and its messages are
+        not counted in the report or any tombstone."""
+        where, params = self._prune_where(older_than, namespace, all_namespaces)
+        return self._erase(f"SELECT id FROM conversations WHERE {where}", params, reason="prune",
+                           on_erased=on_erased, still=(where, params))
 
     def prune_preview(self, older_than: float, *, namespace: str | None = None,
                       all_namespaces: bool = False) -> ErasureReport:
         """What `prune` with these arguments would erase now, erasing nothing (its
         conversations, messages and keys, in ERASURE_ORDER; no tombstone, no byte
-        reclaimed): `tiermem prune --dry-run`."""
-        sql, params = self._prune_select(older_than, namespace, all_namespaces)
-        return self._prune_preview(f"id IN ({sql})", params)
+        reclaimed): `tiermem prune --dry-run`. A snapshot: a conversation written to
+        after it is no longer idle, and a prune run later keeps it (and takes any that
+        became idle meanwhile)."""
+        return self._prune_preview(*self._prune_where(older_than, namespace, all_namespaces))
 
     @staticmethod
-    def _prune_select(older_than: float, namespace: str | None, all_namespaces: bool) -> tuple[str, tuple[Any, ...]]:
-        """The keys `prune` takes, as a SELECT and its parameters."""
+    def _prune_where(older_than: float, namespace: str | None, all_namespaces: bool) -> tuple[str, tuple[Any, ...]]:
+        """The conversations `prune` takes, as a condition over `conversations` columns
+        (unqualified) and its parameters."""
         if all_namespaces == (namespace is not None):
             raise ValidationError("namespace", "give a namespace, or all_namespaces=True (not both)")
-        sql = f"SELECT id FROM conversations WHERE {PRUNE_IDLE_SQL.format(cutoff='?')}"
-        params: tuple[Any, ...] = (older_than, older_than)
-        if namespace is not None:
-            sql += " AND namespace = ?"
-            params = (*params, namespace)
-        return sql, params
+        where = PRUNE_IDLE_SQL.format(cutoff="?")
+        if namespace is None:
+            return where, (older_than, older_than)
+        return f"{where} AND namespace = ?", (older_than, older_than, namespace)
 
     def delete_conversation(self, conversation_id: str, *,
                             on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:
@@ -1658,7 +1662,8 @@ class ColdStore(SharedQueries):
             (namespace,), reason="erase", on_erased=on_erased)
 
     def _erase(self, select_keys: str, params: Sequence[Any], *, reason: str,
-               on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:
+               on_erased: Callable[[Sequence[str]], None] | None = None,
+               still: tuple[str, Sequence[Any]] | None = None) -> ErasureReport:
         """The one deletion path of every retention operation (DESIGN invariant 3).
 
         In transactions of whole conversations sized to hold the store's lock about
@@ -1678,7 +1683,15 @@ class ColdStore(SharedQueries):
         its keys never fails the erasure: `on_erased` failing, a detached conversation's
         rows or the scrub busy (another process's write lock past busy_timeout_ms) are
         left owed (recorded with the commit: redis_purge, erase_owed, the scrub's marker;
-        `scrubbed` False) and done later."""
+        `scrubbed` False) and done later.
+
+        `still` (a prune's: its condition over `conversations` columns and its
+        parameters): each batch takes a conversation only where it still holds, checked
+        in the transaction that erases it. The keys are read once, before the batches,
+        and a batch pauses before the next: a conversation appended to meanwhile, 201s
+        acknowledged, was erased with those messages, counted in its tombstone, and began
+        again at position 0 (review r_tenant, 2026-12-07). An erasure on request takes
+        what it listed, written to or not."""
         report = ErasureReport(bytes_before=self.files_bytes())
         now = time.time()
         # rows of conversations another erasure detached and could not finish: their
@@ -1696,7 +1709,7 @@ class ColdStore(SharedQueries):
             began = time.perf_counter()
             detached = None
             with self._tx() as c:
-                keys, size = self._erase_batch(c, pending, limit)
+                keys, size = self._erase_batch(c, pending, limit, still)
                 last = not pending
                 if not keys:
                     break
@@ -1810,16 +1823,23 @@ class ColdStore(SharedQueries):
         return max(ERASE_BATCH_MIN_MESSAGES, min(ERASE_BATCH_MAX_MESSAGES,
                                                  int(limit * ERASE_BATCH_TARGET_S / max(held, 1e-3))))
 
-    def _erase_batch(self, c: Connection, pending: collections.deque[str], limit: int) -> tuple[list[str], int]:
+    def _erase_batch(self, c: Connection, pending: collections.deque[str], limit: int,
+                     still: tuple[str, Sequence[Any]] | None = None) -> tuple[list[str], int]:
         """Inside a transaction: take the next keys of an erasure off `pending`, up to
         `limit` messages together (at least one conversation, which may hold more), and
-        their messages; keys already gone (an erasure beside this one) are dropped."""
+        their messages; keys already gone (an erasure beside this one), or where the
+        condition `still` (over `conversations` columns, with its parameters) no longer
+        holds (a prune's conversation written to since it was listed), are dropped."""
+        where, params = ("", ()) if still is None else (f" AND ({still[0]})", tuple(still[1]))
         out: list[str] = []
         total = 0
         while pending:
+            # the condition on the row itself (not `id IN (<the prune's SELECT>)`, which
+            # would list every idle conversation again for each key); its unqualified
+            # columns are the conversation's (the messages subquery is not in scope here)
             row = c.execute("SELECT (SELECT COALESCE(MAX(position) + 1, 0) FROM messages m "
-                            "WHERE m.conversation_id = c.id) FROM conversations c WHERE c.id = ?",
-                            (pending[0],)).fetchone()
+                            f"WHERE m.conversation_id = c.id) FROM conversations c WHERE c.id = ?{where}",
+                            (pending[0], *params)).fetchone()
             if row is None:
                 pending.popleft()
                 continue
