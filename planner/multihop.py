@@ -81,27 +81,47 @@ class Hop:
         return f", second round via #{int(table.positions[s])} ({words}) {self.boost[i]:+.2f}"
 
 
+def _word_term(w: str, skip: set[str]) -> tuple[str | None, bool]:
+    """A word's index term for `salient_terms` (None: a stopword, too short, no term, or
+    in the query) and whether it holds a digit."""
+    if w.lower() in STOPWORDS or (len(w) < MIN_TERM_CHARS and not w.isdigit()):
+        return None, False
+    terms = doc_terms(w)
+    if not terms or terms[0] in skip:
+        return None, False
+    return terms[0], any(ch.isdigit() for ch in w)
+
+
 def salient_terms(text: str, query: Sequence[str], table: TurnTable, limit: int = HOP_TERMS) -> list[str]:
     """The index terms of `text` (a turn of `table`) worth a second search: not in `query`
     (index terms), not stopwords, in at least one other turn, and rare (RARE_SHARE) or
     entity-like (capitalised inside a sentence, or with digits; ENTITY_SHARE); entity-like
-    ones first, then the rarest in the conversation."""
+    ones first, then the rarest in the conversation. One pass: linear in the text's length."""
     if table.lexical is None or not text:
         return []
     n = len(table)
     skip = set(query)
     entity: dict[str, bool] = {}
+    # each distinct word's term (None: skipped) and whether it holds a digit, worked out once:
+    # a 100 kB tool output holds ~17k words but far fewer distinct ones
+    words: dict[str, tuple[str | None, bool]] = {}
+    gap = 0  # where the text between the previous word and this one starts
     for m in _WORD.finditer(text):
+        start, since, gap = m.start(), gap, m.end()
         w = m.group(0)
-        low = w.lower()
-        if low in STOPWORDS or (len(w) < MIN_TERM_CHARS and not w.isdigit()):
-            continue
-        terms = doc_terms(w)
-        if not terms or terms[0] in skip:
-            continue
-        inside = m.start() > 0 and not _SENTENCE_END.search(text[:m.start()])
-        is_entity = (w[0].isupper() and inside) or any(ch.isdigit() for ch in w)
-        entity[terms[0]] = entity.get(terms[0], False) or is_entity
+        known = words.get(w)
+        if known is None:
+            known = words[w] = _word_term(w, skip)
+        term, digit = known
+        if term is None or entity.get(term):
+            continue  # skipped, or entity-like already (a later place cannot undo it)
+        # Inside a sentence: the text before the word does not end in a sentence end
+        # (_SENTENCE_END). Searched in the gap since the previous word only, never the
+        # whole prefix (that was quadratic: ~12 s for a tool round of 10 x 100 kB): the
+        # gap holds no word character and the prefix ends with it, so a punctuation mark
+        # followed by nothing but whitespace to the word lies in the gap or nowhere.
+        inside = start > 0 and not _SENTENCE_END.search(text, since, start)
+        entity[term] = (w[0].isupper() and inside) or digit
     if not entity:
         return []
     total, _lengths, found = table.lexical.postings(list(entity), n)
