@@ -25,6 +25,10 @@ from tiermem.planner import late_pins
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.tokens import message_tokens, messages_tokens
 
+# both cases write the same seeded turns: each text's vector computed once (conftest's
+# shared_vectors); the subject is the plan's prefix count, not the model's vectors
+pytestmark = pytest.mark.usefixtures("shared_vectors")
+
 WORDS = ["garden", "violin", "harbour", "pancake", "glacier", "lantern", "marathon", "orchid", "pottery",
          "satellite", "tunnel", "umbrella", "volcano", "walrus", "yoga", "zeppelin", "bakery", "canyon"]
 BUDGET = 2000  # tokens: evictions within 40 rounds of ~50 tokens
