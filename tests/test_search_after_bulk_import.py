@@ -32,6 +32,11 @@ OTHER_TURNS = 50
 WORD = "zanzibar"  # in the scope's last turn only: past the inline pool whenever one is cut
 QUERY = WORD  # its only keyword match; by meaning it may rank anywhere
 
+# every case imports the same lines (up to 600 of them): each line's vector computed once
+# for the session (conftest's shared_vectors); what is counted is the rows each search
+# embeds, which the store's pools decide above the model
+pytestmark = pytest.mark.usefixtures("shared_vectors")
+
 
 def _import(mem: Memory, conv: str, turns: int, namespace: str, *, last_word: bool) -> None:
     def line(i: int) -> str:
