@@ -43,8 +43,9 @@ conversation would each start a new epoch and measure a context that never cache
 Best: the highest recall (ties: lower billed) among the (candidate, budget)
 points that meet `--min-recall` (then the cheapest that meets it wins instead) and
 `--max-cost-ratio` (billed / full context billed); with no probes, the cheapest.
-`--write-config` writes the best candidate as a TOML file in sections: the base file's
-settings with the candidate's grid values over them, the budget and figures in a comment.
+`--write-config` writes the best candidate as a file in sections (TOML, JSON for a name
+ending in .json): the whole effective config it was measured under (the base file, env,
+its grid values; `best_toml`), the budget and figures in a comment.
 `--plot` draws recall against billed cost, one point per candidate and budget.
 
 **Reply recall** (`evals.attribution`, no labels needed): each assistant reply's sources,
@@ -60,6 +61,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -69,8 +71,8 @@ from typing import Any
 from rich.progress import Progress
 from rich.table import Table
 
-from tiermem.config import CONFIG_ENV, SECRETS_LEFT_OUT, Config, leave_out_secrets, redact
-from tiermem.config_sections import anchor_paths, flatten, nest, read_file, to_toml
+from tiermem.config import CONFIG_ENV, SECRETS_LEFT_OUT, Config, export_text, leave_out_secrets, redact
+from tiermem.config_sections import absolute_paths, anchor_paths, flatten, read_file
 from tiermem.evals.attribution import ReplyScore, attribute, spearman
 from tiermem.evals.baselines import (
     ConvView,
@@ -151,13 +153,6 @@ def _set(d: dict[str, Any], dotted: str, value: Any) -> None:
     for p in parts[:-1]:
         d = d.setdefault(p, {})
     d[parts[-1]] = value
-
-
-def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
 
 
 @dataclass
@@ -456,32 +451,42 @@ def run_tune(
     }
 
 
-def best_toml(result: dict[str, Any], base: Path | None, *, with_secrets: bool = False) -> tuple[str, list[str]]:
-    """The best candidate as a TOML config file in sections: the base file's settings
-    (TOML or JSON, flat or sectioned) with the candidate's grid values over them, and the
-    settings left out of it. Unless `with_secrets`, the bearer tokens and URL passwords
-    are left out (`leave_out_secrets`, as `config --export` does) and named in a header."""
+def best_toml(result: dict[str, Any], base: Path | None, *, config: Config | None = None,
+              with_secrets: bool = False, as_json: bool = False) -> tuple[str, list[str]]:
+    """The best candidate as a config file in sections (TOML, or JSON `as_json`): the whole
+    effective config it was measured under (`config`, the candidate's; else loaded again
+    from the base, env and its grid values, as `candidates` loaded it), so that the file
+    loads back to the values measured. It was the base file with the grid values over it,
+    which lost what env gave (a setting of TIERMEM_* measured, then not written) and a null
+    TOML cannot say (`config.export_text` now refuses one, pointing to JSON). Not the
+    run's temporary data dir: the base file's own `data_dir`, where it gives one. Unless
+    `with_secrets`, the bearer tokens and URL passwords are left out (`leave_out_secrets`,
+    as `config --export` does) and named in a header. Returns the text and those left out."""
     best = result["best"]
     if best is None:
         raise ValidationError("best", "no candidate meets the constraints; nothing to write")
-    # the file is written elsewhere: the base's relative paths are made absolute, against
-    # the base file's directory, as loading the base reads them
+    if config is None:
+        overrides: dict[str, Any] = {}
+        for k, v in best["values"].items():
+            _set(overrides, k, v)
+        config = Config.load(base, **overrides)
+    # relative paths from env are the working directory's; a file's were joined to its
+    # directory as it was read, and the file is written elsewhere
+    values = absolute_paths(config.model_dump(mode="json"), os.getcwd())
+    del values["data_dir"]
     base_data = anchor_paths(flatten(read_file(base)), base) if base is not None else {}
-    over: dict[str, Any] = {}
-    for k, v in best["values"].items():
-        _set(over, k, v)
-    over = flatten(over)  # a grid key may name a setting by section (hot.budget_tokens)
+    if "data_dir" in base_data:
+        values["data_dir"] = base_data["data_dir"]
     key = best["ranked_by"]
     recall = "-" if best[key] is None else f"{100 * best[key]:.1f}%"
     header = [f"tiermem tune {result['data']}: candidate {best['candidate']} ({best['rule']})",
               f"at a context budget of {best['budget']} tokens: {key.replace('_', ' ')} {recall}, "
               f"billed {best['total_billed']:,.0f} tokens ({best['billed_vs_full']} x full context)",
-              f"base: {base or 'defaults'}; use with tiermem --config FILE or env {CONFIG_ENV}=FILE"]
-    values = deep_merge(base_data, over)
+              f"base: {base or 'defaults'}, with env TIERMEM_*; use with tiermem --config FILE or env {CONFIG_ENV}=FILE"]
     left_out = [] if with_secrets else leave_out_secrets(values)
     if left_out:
         header.append(SECRETS_LEFT_OUT.format(", ".join(left_out)))
-    return to_toml(nest(values), header), left_out
+    return export_text(values, as_json=as_json, header=header), left_out
 
 
 def table(result: dict[str, Any]) -> Table:

@@ -945,7 +945,7 @@ def _session_id_given(ctx: click.Context, _param: click.Parameter, value: str | 
     # the rule of config.default_data_dir, said whole: "~/.local/share/tiermem" alone was
     # wrong wherever XDG_DATA_HOME is set
     help="Data directory (env TIERMEM_DATA_DIR; else the config file's data_dir; "
-    "default $XDG_DATA_HOME/tiermem, or ~/.local/share/tiermem where XDG_DATA_HOME is unset).",
+    "default $XDG_DATA_HOME/tiermem, or ~/.local/share/tiermem where XDG_DATA_HOME is unset or relative).",
 )
 @click.option(
     "--config",
@@ -2040,18 +2040,12 @@ def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *
     its path settings absolute, so that it loads back to the same Config wherever it is
     written (a relative one in a file is read against the file's directory). Its header
     names the sources its values came from, only those used."""
-    from tiermem.config import SECRETS_LEFT_OUT, Config, explain_sources, leave_out_secrets
-    from tiermem.config_sections import PATH_FIELDS, export_text, is_json
+    from tiermem.config import SECRETS_LEFT_OUT, Config, explain_sources, export_text, leave_out_secrets
+    from tiermem.config_sections import absolute_paths, is_json
 
-    values = Config.load(path, **overrides).model_dump(mode="json")
-    for key in PATH_FIELDS:
-        # a relative path here is the working directory's (--data-dir, env; a file's were
-        # joined to its directory as it was read), while the exported file's would be read
-        # against that file's directory: another directory, and an append there a new
-        # store. Joined, not normalized: "link/.." is where the OS takes it, as when read
-        text = values.get(key)
-        if isinstance(text, str) and not os.path.isabs(text):
-            values[key] = os.path.join(os.getcwd(), text)
+    # a relative path here is the working directory's (--data-dir, env; a file's were joined
+    # to its directory as it was read)
+    values = absolute_paths(Config.load(path, **overrides).model_dump(mode="json"), os.getcwd())
     left_out = [] if with_secrets else leave_out_secrets(values)
     sources = _sources_used(explain_sources(path, argument_sources={"data_dir": data_dir_source}, **overrides))
     header = [f"tiermem config --export (sources: {sources}); "
@@ -2416,7 +2410,8 @@ def _grid_problem(exc: pydantic.ValidationError, keys: Sequence[str], base: Path
 @click.option("--json-out", type=OutputPath(), default=None,
               help="Write the results (each candidate's effective config and figures) as JSON here.")
 @click.option("--write-config", type=OutputPath(), default=None,
-              help="Write the best candidate as a TOML config file here (mode 0600).")
+              help="Write the best candidate's whole config, as measured (base, env, grid values), here: TOML, "
+                   "JSON for a name ending in .json (mode 0600).")
 @click.option("--with-secrets", is_flag=True,
               help="With --write-config: keep the base config's bearer tokens and URL passwords (left out by "
                    "default).")
@@ -2433,6 +2428,7 @@ def tune_command(state: CliState, data: Path | None, budgets: str, base_config: 
     (without DATA: the bundled demo conversation)."""
     import pydantic
 
+    from tiermem.config_sections import is_json
     from tiermem.evals.baselines import make_progress
     from tiermem.evals.conversations import FIX_HINT, read_conversations
     from tiermem.evals.tune import best_toml, candidates, parse_budgets, parse_grid, run_tune, table
@@ -2499,7 +2495,9 @@ def tune_command(state: CliState, data: Path | None, budgets: str, base_config: 
             json_out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     _keep_last_tune(last_tune_path, result)
     if write_config is not None:
-        text, left_out = best_toml(result, base, with_secrets=with_secrets)
+        measured = next(c.config for c in cands if c.name == result["best"]["candidate"]) if result["best"] else None
+        text, left_out = best_toml(result, base, config=measured, with_secrets=with_secrets,
+                                   as_json=is_json(write_config))
         # 0600 and replaced whole, as config --export writes: it may hold what the base holds
         with _replacing(write_config, mode=PRIVATE_FILE_MODE) as fh:
             fh.write(text)

@@ -28,6 +28,13 @@ unless it holds the default a `tiermem config --export` before 2d1fa7f wrote
 (`EXPORTED_SHARE_DEFAULTS`): that one is dropped, with one warning per load.
 `explain_sources()` says where each effective value came from.
 
+Env: a `TIERMEM_*` variable that names no setting is refused naming it (`_no_unknown_env`),
+`__` below a setting of one value included (`TIERMEM_HOT_BUDGET_TOKENS__X`); a leaf of a
+table set by two variables (the table's JSON and the leaf's own, in either spelling) is
+refused naming both (`_env_leaves_once`), never resolved silently. An export loads back to
+the identical Config, or is refused naming the value it could not write (`export_text`: a
+TOML file has no null).
+
 Sections: a file (TOML, or JSON when its name ends in `.json`), keyword arguments and env
 may group settings in sections (`[hot] budget_tokens = 3000` for `hot_budget_tokens`,
 `tiermem.config_sections.SECTIONS`); the flat names keep working, attributes stay flat,
@@ -71,10 +78,12 @@ from pydantic_settings import (
 )
 
 from tiermem import config_sections
+from tiermem.tiers.errors import ValidationError as TiermemValidationError
 from tiermem.tiers.model_dir import model_directory_problem
 from tiermem.tiers.redis_url import REDACTED, parse_redis_url, redacted_url
 from tiermem.tiers.schema import DEFAULT_BUSY_TIMEOUT_MS
 from tiermem.tiers.turncache import DEFAULT_TURN_CACHE_MB
+from tiermem.tiers.xdg import xdg_base
 from tiermem.tiers.zones import MAX_ZONE_NAME_CHARS, UTC_NAME, zone
 
 DEFAULT_DB_FILENAME = "tiermem.db"
@@ -252,7 +261,9 @@ class _Sectioned(PydanticBaseSettingsSource):
                    and not isinstance(v, bool) else v for k, v in out.items()}
             out = _file_text_marked(self.settings_cls, out)
         if self.env:
-            _merge_env_spellings(out, config_sections.flatten(config_sections.env_sections(), local))
+            _env_leaves_once()
+            sectioned = config_sections.env_sections(tables=NESTED_FIELDS | SECRET_KEYED_FIELDS)
+            _merge_env_spellings(out, config_sections.flatten(sectioned, local))
             # a boolean's text is the one value Config's validator lets pydantic parse. No
             # table given as JSON in env holds a boolean setting, so each such text here is
             # a variable's own value, never a string inside typed JSON
@@ -427,6 +438,51 @@ def _merge_env_spellings(flat: dict[str, Any], sectioned: dict[str, Any], path: 
             flat[k] = v
 
 
+def _env_setting_path(name: str) -> tuple[str, ...] | None:
+    """The setting env variable `name` sets (flat field first, then the keys below it), in
+    either spelling; None where it names none (left to `Config._no_unknown_env`)."""
+    upper = name.upper()
+    if not upper.startswith(ENV_PREFIX):
+        return None
+    parts = [p.lower() for p in upper[len(ENV_PREFIX):].split(ENV_NESTED)]
+    if parts[0] in Config.model_fields:
+        return tuple(parts)
+    field = config_sections.SECTIONS.get(parts[0], {}).get(parts[1], "") if len(parts) > 1 else ""
+    return (field, *parts[2:]) if field else None
+
+
+def _json_leaves(value: Any, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    """The leaves a value sets at `path`: each key of a table, at every depth (an empty
+    table sets none), else `path` itself."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _json_leaves(v, (*path, str(k)))
+    else:
+        yield path
+
+
+def _env_leaves_once() -> None:
+    """Raise ValueError naming both variables where two set one leaf of a table: a table
+    given as JSON (`TIERMEM_LAYER_SHARES='{"tail": 0.3}'`) and that leaf by its own variable
+    (`TIERMEM_LAYER_SHARES__TAIL=0.2`), in either spelling. Across spellings that was refused
+    (`_merge_env_spellings`), within one the leaf silently won (pydantic-settings merges
+    them), so which value acted hung on how the two were spelt. A table's JSON and a leaf it
+    leaves out still merge."""
+    given: dict[tuple[str, ...], str] = {}
+    for name in sorted(os.environ):
+        path = _env_setting_path(name)
+        if path is None or path[0] not in NESTED_FIELDS:
+            continue
+        text = os.environ[name]
+        value = config_sections._env_value(text) if text.lstrip()[:1] == "{" else None
+        for leaf in _json_leaves(value, path):
+            # a leaf below one already given (or above it): both set it
+            other = next((n for p, n in given.items() if p[:len(leaf)] == leaf or leaf[:len(p)] == p), None)
+            if other is not None:
+                raise ValueError(f"{'.'.join(leaf)} is set twice in env: as {other} and as {name}; give it once")
+            given[leaf] = name
+
+
 def _env_given(parts: tuple[str, ...], *, sectioned: bool) -> str:
     """The variable of env that sets the leaf `parts` (its own, or a table above it given as
     JSON) in one spelling: the flat one or the sectioned one."""
@@ -445,9 +501,9 @@ def _env_setting_names() -> list[str]:
 
 
 def default_data_dir() -> Path:
-    """`$XDG_DATA_HOME/tiermem`, else `~/.local/share/tiermem`."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "tiermem"
+    """`$XDG_DATA_HOME/tiermem`, else `~/.local/share/tiermem` (`xdg_base`: a relative
+    XDG_DATA_HOME is ignored, as the XDG spec says)."""
+    return xdg_base("XDG_DATA_HOME", Path.home() / ".local" / "share") / "tiermem"
 
 
 def is_loopback(host: str) -> bool:
@@ -833,6 +889,18 @@ class Config(BaseSettings):
                     "case-insensitive: it would be read lower-cased); give the whole table as JSON in "
                     "{name}", {"name": f"{ENV_PREFIX}{field.upper()}"}),
                     "loc": (field, TOKEN_PLACEHOLDER), "input": None})
+                continue
+            if field and rest and field not in NESTED_FIELDS:
+                # TIERMEM_HOT_BUDGET_TOKENS__X: `__` nests into a table, and this setting takes one
+                # value; the variable was silently ignored (its flat spelling) and `tiermem
+                # config` credited the default to it
+                flat_name, section_name = (ENV_PREFIX + n.replace(".", ENV_NESTED).upper()
+                                           for n in (field, config_sections.dotted_name(field)))
+                own = flat_name if parts[0] == field else section_name
+                errors.append({"type": PydanticCustomError(
+                    "not_a_table", "no such setting: {field} takes one value, not a table of keys; set {own}",
+                    {"field": config_sections.dotted_name(field) if own == section_name else field, "own": own}),
+                    "loc": (name,), "input": None})
                 continue
             if all(parts) and (parts[0] in type(self).model_fields
                                or (parts[0] in config_sections.SECTIONS and len(parts) > 1)):
@@ -1449,6 +1517,41 @@ def leave_out_secrets(values: dict[str, Any]) -> list[str]:
             left_out.append(k)
             del values[k]
     return left_out
+
+
+def toml_lost_nulls(values: dict[str, Any]) -> list[str]:
+    """The settings of flat `values` (`model_dump(mode="json")`) that are None where their
+    default is not (`pricing.min_prefix_tokens`), by their names in a sectioned file: TOML has
+    no null, so a TOML file leaves them out and they would load back as their defaults. A
+    None whose default is None (`cold_url`) is left out and loads back the same."""
+    lost: list[tuple[str, ...]] = []  # flat field first
+
+    def walk(model: type[BaseModel], data: Any, path: tuple[str, ...]) -> None:
+        if not isinstance(data, dict):
+            return
+        for name, f in model.model_fields.items():
+            table = _table_model(f.annotation)
+            if name in data and data[name] is None and f.get_default(call_default_factory=True) is not None:
+                lost.append((*path, name))
+            elif table is not None:
+                walk(table, data.get(name), (*path, name))
+
+    walk(Config, values, ())
+    return [".".join([config_sections.dotted_name(p[0]), *p[1:]]) for p in lost]
+
+
+def export_text(values: dict[str, Any], *, as_json: bool, header: list[str]) -> str:
+    """Flat effective values as a sectioned file (`config_sections.export_text`) that loads
+    back to them: a TOML file that could not say one of them (`toml_lost_nulls`) is refused
+    naming it, pointing to JSON, which can. Written, it loaded back as the default (a null
+    `pricing.min_prefix_tokens` as 1,024), and "an export loads back to the identical
+    Config" did not hold."""
+    lost = [] if as_json else toml_lost_nulls(values)
+    if lost:
+        raise TiermemValidationError(lost[0], "is None (null), which a TOML file cannot say (TOML has no null; "
+                                     "left out, it would load back as its default); write a JSON file "
+                                     "instead (a name ending in .json), which keeps it")
+    return config_sections.export_text(values, as_json=as_json, header=header)
 
 
 def _leaves(data: dict[str, Any]) -> list[tuple[tuple[str, ...], Any]]:

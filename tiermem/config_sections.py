@@ -19,7 +19,8 @@ A relative path setting (`PATH_FIELDS`) read from a file is relative to the file
 directory (`anchor_paths`); env and keyword arguments keep the working directory's.
 Between places the usual precedence holds (arguments > env > file > defaults), whichever
 way each names the setting. `export_text` writes every effective value in sections, so
-the file loads back to an identical Config.
+the file loads back to an identical Config (`config.export_text` refuses a TOML file that
+could not say a value: a null whose default is not null).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,19 @@ def flatten(data: Mapping[str, Any], origins: dict[str, str] | None = None) -> d
     return out
 
 
+def absolute_paths(flat: dict[str, Any], cwd: str) -> dict[str, Any]:
+    """`flat` (effective values) with each relative path setting joined to `cwd`, the
+    directory it was read against (env, arguments): a file written elsewhere reads a
+    relative one against its own directory (`anchor_paths`), another directory, and an
+    append there a new store. Joined, not normalized: "link/.." is where the OS takes it."""
+    out = dict(flat)
+    for key in PATH_FIELDS:
+        text = out.get(key)
+        if isinstance(text, str) and not os.path.isabs(text):
+            out[key] = os.path.join(cwd, text)
+    return out
+
+
 def anchor_paths(flat: dict[str, Any], file: str | os.PathLike[str]) -> dict[str, Any]:
     """`flat` (a file's settings, flattened) with each relative path setting joined to the
     directory of `file` as its path names it (made absolute against the working directory;
@@ -149,10 +163,13 @@ def _env_value(text: str) -> Any:
     return text
 
 
-def env_sections(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def env_sections(environ: Mapping[str, str] | None = None, *, tables: Collection[str] = ()) -> dict[str, Any]:
     """Settings named by section in env: `TIERMEM_HOT__BUDGET_TOKENS=3000` ->
     `{"hot": {"budget_tokens": "3000"}}` (names case-insensitive; deeper `__` nest further,
-    e.g. `TIERMEM_PLANNER__SLICE_SHARES__TEMPORAL__TAIL`)."""
+    e.g. `TIERMEM_PLANNER__SLICE_SHARES__TEMPORAL__TAIL`, for the flat fields in `tables`
+    only: a name nesting below a setting of one value, `TIERMEM_HOT__BUDGET_TOKENS__X`, names
+    no setting and is left to Config's check of unknown variables, which names it, as its flat
+    spelling is; read as a table, it was a type error naming no variable)."""
     env = os.environ if environ is None else environ
     out: dict[str, Any] = {}
     for name, text in env.items():
@@ -161,6 +178,8 @@ def env_sections(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
             continue
         parts = [p.lower() for p in upper[len(ENV_PREFIX):].split(ENV_NESTED)]
         if len(parts) < 2 or parts[0] not in SECTIONS or not all(parts):
+            continue
+        if len(parts) > 2 and SECTIONS[parts[0]].get(parts[1]) not in tables:
             continue
         cur = out
         for p in parts[:-1]:
@@ -221,8 +240,20 @@ def read_file(path: str | Path) -> dict[str, Any]:
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
+# TOML's basic strings take every character raw but `"`, `\\` and the control characters
+# other than tab (U+0000-U+0008, U+000A-U+001F, U+007F). JSON's escapes are TOML's and cover
+# all of them but DEL, which JSON leaves raw: written so, the file did not parse
+_TOML_RAW_DEL = "\x7f"
+_TOML_DEL_ESCAPE = "\\u007F"
+
+
+def _toml_string(text: str) -> str:
+    """`text` as a TOML basic string (every character TOML needs escaped, escaped)."""
+    return json.dumps(text, ensure_ascii=False).replace(_TOML_RAW_DEL, _TOML_DEL_ESCAPE)
+
+
 def _toml_key(k: str) -> str:
-    return k if _BARE_KEY.match(k) else json.dumps(k, ensure_ascii=False)
+    return k if _BARE_KEY.match(k) else _toml_string(k)
 
 
 def _toml_value(v: Any) -> str:
@@ -234,12 +265,13 @@ def _toml_value(v: Any) -> str:
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, dict):  # only inside a list (a table's own keys become a [table])
         return "{" + ", ".join(f"{_toml_key(str(k))} = {_toml_value(x)}" for k, x in v.items()) + "}"
-    return json.dumps(str(v), ensure_ascii=False)  # a TOML basic string: JSON's escapes are TOML's
+    return _toml_string(str(v))
 
 
 def to_toml(data: Mapping[str, Any], header: Sequence[str] = ()) -> str:
     """Nested settings as TOML: top-level keys first, then one table per nested mapping.
-    `None` values are left out (TOML has no null; every optional setting defaults to None)."""
+    `None` values are left out (TOML has no null): one whose default is not None would load
+    back as that default, which `config.export_text` refuses before it gets here."""
     lines = [f"# {h}" for h in header]
 
     def emit(prefix: str, d: Mapping[str, Any]) -> None:

@@ -108,6 +108,7 @@ from tiermem.tiers.embed import (
 # defined with the other errors (tiers.errors); importable from here, as it always was
 from tiermem.tiers.errors import EmbeddingModelFailed, EmbeddingModelUnreadable, EmbeddingUnavailable
 from tiermem.tiers.errors import EmbeddingRuntimeError as EmbeddingRuntimeError
+from tiermem.tiers.xdg import xdg_base
 
 log = logging.getLogger("tiermem.embed")
 
@@ -199,9 +200,9 @@ _UNHASHED = {"README.md", ".gitattributes"}
 
 
 def default_cache_dir() -> Path:
-    """Where exports are kept: `$XDG_CACHE_HOME/tiermem/onnx` (~/.cache/tiermem/onnx)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tiermem" / "onnx"
+    """Where exports are kept: `$XDG_CACHE_HOME/tiermem/onnx` (~/.cache/tiermem/onnx; a
+    relative XDG_CACHE_HOME is ignored, `xdg_base`)."""
+    return xdg_base("XDG_CACHE_HOME", Path.home() / ".cache") / "tiermem" / "onnx"
 
 
 def _model_files(model_path: Path) -> list[Path]:
