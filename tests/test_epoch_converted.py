@@ -22,6 +22,10 @@ from tiermem.evals.cost import Renderer, common_prefix_ids
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.tokens import message_tokens
 
+# every case writes the same talk: each text's vector computed once for the session
+# (conftest's shared_vectors); the subject is the epochs and prefixes, not the vectors
+pytestmark = pytest.mark.usefixtures("shared_vectors")
+
 SYSTEM = "You are a helpful companion. Be brief."
 BUDGET = 4000  # tokens: the whole talk and ten more rounds stay under the middle-eviction cap
 CALLS = 10
