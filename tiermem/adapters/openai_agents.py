@@ -73,7 +73,8 @@
   where it ends the input), as `unsaved_items` says. What the SDK's input
   leaves out of the log's items it holds from its first on (a handoff's `input_filter`,
   `handoff_filters.remove_all_tools`: the previous agent's calls, outputs and reasoning)
-  is left out of the plan too (`left_out_items`; where the input begins is found from its
+  is left out of the plan too (`left_out_items`, told by row, not call id: a call id used
+  again, by a call the input holds, keeps that call and its output; where the input begins is found from its
   end, so a question asked again under a session limit is matched to its own row, not
   to the first one equal to it); older items, which a session limit kept from the SDK,
   are still planned. `TiermemSession(...,
@@ -287,7 +288,7 @@ def _input_start(held: list[dict[str, Any]], saved: list[dict[str, Any]],
 
 
 def left_out_items(inputs: list[dict[str, Any]], saved: list[dict[str, Any]],
-                   read: list[dict[str, Any]], unsaved: int = 0) -> tuple[set[str], list[dict[str, Any]]]:
+                   read: list[dict[str, Any]], unsaved: int = 0) -> set[int]:
     """What the SDK's model input leaves out of the log, for the filter to leave out too:
     a handoff's `input_filter` (`handoff_filters.remove_all_tools`) gives the receiving
     agent its input without the tool items, which the session saved all the same. Of the
@@ -299,7 +300,9 @@ def left_out_items(inputs: list[dict[str, Any]], saved: list[dict[str, Any]],
     it); a reasoning item only with the item after it, which it belongs to (a call sent
     without its reasoning is a 400). Older items (before what the SDK read, under a
     session limit) are tiermem's to plan and stay; messages stay.
-    Returns (the call ids, the other items)."""
+    Returns their indexes in `saved`, not their call ids: a call id used again later (a
+    server that numbers its calls per reply, `call_0` every round) names a call the input
+    holds too, and `_left_out_of_plan` leaves out only the planned items of these rows."""
     ids_in = {i["call_id"] for i in inputs if isinstance(i.get("call_id"), str)}
     keys_in = {_key(i) for i in inputs}
 
@@ -310,20 +313,64 @@ def left_out_items(inputs: list[dict[str, Any]], saved: list[dict[str, Any]],
 
     start = _input_start(inputs[:len(inputs) - unsaved], saved, read)
     if start is None:
-        return set(), []
-    ids: set[str] = set()
-    others: list[dict[str, Any]] = []
+        return set()
+    gone_at: set[int] = set()
     next_gone = False
     for k in range(len(saved) - 1, start - 1, -1):  # newest first: a reasoning item's next is known
         item, kind = saved[k], saved[k].get("type")
         gone = (isinstance(kind, str) and kind != "message" and (kind != "reasoning" or next_gone)
                 and not held(item, read[k]))
-        if gone and isinstance(item.get("call_id"), str):
-            ids.add(item["call_id"])
-        elif gone:
-            others.append(wire_body(item))
+        if gone:
+            gone_at.add(k)
         next_gone = gone
-    return ids, others
+    return gone_at
+
+
+def _typed(item: dict[str, Any]) -> bool:
+    """Whether `item` is a typed Responses item other than a message (a call, an output,
+    reasoning, a hosted tool's item): what `left_out_items` may leave out."""
+    kind = item.get("type")
+    return isinstance(kind, str) and kind != "message"
+
+
+def _is_row_item(planned: dict[str, Any], stored: dict[str, Any]) -> bool:
+    """Whether a planned message is the tail row's item `stored`, as the plan shows it: a
+    call or output by its type and call id (an output may be trimmed), any other whole
+    in wire form."""
+    if isinstance(stored.get("call_id"), str):
+        return planned.get("type") == stored.get("type") and planned.get("call_id") == stored["call_id"]
+    return _key(planned) == _key(wire_body(stored))
+
+
+def _left_out_of_plan(planned: list[dict[str, Any]], rows: list[tuple[Any, list[dict[str, Any]]]],
+                      tail: set[int], gone: set[int]) -> list[dict[str, Any]]:
+    """`planned` less the items of the rows at the log positions `gone` (`left_out_items`,
+    its indexes mapped to their rows). A context shows a row's item as a message of its
+    own only in the tail (`tail`: the plan's tail positions), in log order, so each typed
+    planned message is the next tail row holding one Responses item that it is
+    (`_is_row_item`), and goes where that row's position is not in `gone`. Told by row, not
+    by call id: a call id used again names the left-out call and a later one the input
+    holds, whose call and output are sent. A typed message no such row is (none expected)
+    goes unless a `gone` row's item is it by the same test."""
+    cands = [(m.position, items[0]) for m, items in rows
+             if m.position in tail and len(items) == 1 and _typed(items[0])
+             and m.body.get("type") == items[0].get("type")]  # stored as a Responses item, not a chat message
+    gone_items = [items[0] for m, items in rows if m.position in gone and len(items) == 1]
+    out: list[dict[str, Any]] = []
+    at = 0
+    for msg in planned:
+        if not _typed(msg):
+            out.append(msg)
+            continue
+        j = next((j for j in range(at, len(cands)) if _is_row_item(msg, cands[j][1])), None)
+        if j is not None:
+            at = j + 1
+            keep = cands[j][0] not in gone
+        else:
+            keep = not any(_is_row_item(msg, g) for g in gone_items)
+        if keep:
+            out.append(msg)
+    return out
 
 
 def with_sdk_fields(planned: list[dict[str, Any]], rows: list[tuple[Any, list[dict[str, Any]]]],
@@ -526,13 +573,15 @@ class TiermemSession:
         saved = [item for _m, items in rows for item in items]
         read = unique_item_call_ids(saved)
         new = unsaved_items(inputs, saved, read, self._last_read)
-        ids, others = left_out_items(inputs, saved, read, len(new))
+        where = [m.position for m, items in rows for _item in items]  # each view item's row
+        gone = {where[k] for k in left_out_items(inputs, saved, read, len(new))}
         need = self._tokens(new) if new else 0
         if new and REPLY_PRIMING_TOKENS + need > budget:
             raise BudgetTooSmall(budget, REPLY_PRIMING_TOKENS + need, priming=REPLY_PRIMING_TOKENS, latest=need)
         def send(ctx: Any) -> list[dict[str, Any]]:
-            planned = [m for m in ctx.messages if m.get("call_id") not in ids and m not in others]
             positions = {p for it in ctx.plan.items for p in it.positions}
+            tail = {p for it in ctx.plan.items if it.slice == "tail" for p in it.positions}
+            planned = _left_out_of_plan(ctx.messages, rows, tail, gone) if gone else ctx.messages
             return unique_item_call_ids([*with_sdk_fields(planned, rows, positions), *new])
 
         query = latest_user_text(inputs)
