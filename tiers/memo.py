@@ -5,7 +5,7 @@ the read path ask for the same text again (an agent appends the user's message, 
 asks for context with that same text as the query): the embedder's vectors
 (`tiers.embed.TextMemo`), the classifier's labels and correction cues
 (`consolidation.classify`), supersession's parses (`consolidation.supersede`), the
-keyword stems (`tiers.lexical`) and the token counts (`tiers.tokens`). A cache keyed by
+keyword stems (`tiers.lexical`) and the token counts and long encodings (`tiers.tokens`). A cache keyed by
 the text alone answers a text another tenant wrote faster than a fresh one, so a caller
 could time guesses of other tenants' messages. Every one of them is keyed by the memo
 scope as well, set here and read by all of them: one mechanism.

@@ -22,6 +22,7 @@ import importlib.util
 import re
 import sys
 import threading
+from array import array
 from types import ModuleType
 from typing import Any, ClassVar, Protocol
 
@@ -132,6 +133,20 @@ LONG_MEMO_MAX_CHARS = 2_000_000
 LONG_MEMO_MAX_ENTRIES = 12
 
 
+# Long texts' encodings are remembered too, a few: one context() encodes each long tool
+# output of the latest round up to three times (its tail unit, the round's fit, its
+# retrieved line) and an agent loop asks again on every step, ~7 ms of CPU per 100 kB each.
+# Only texts of at least ENCODE_MEMO_MIN_CHARS (shorter ones encode in about a
+# millisecond), and only where the entry holds at most ENCODE_MEMO_MAX_ENTRY_BYTES (the
+# text's size as Python holds it plus 4 bytes a token, an array of uint32: a 100 kB ASCII
+# output is ~200 kB); at most ENCODE_MEMO_MAX_ENTRIES entries (each scope counting as
+# tiers.memo.SCOPE_ENTRIES more), so at most 32 MB held.
+ENCODE_MEMO_MIN_CHARS = 16_000
+ENCODE_MEMO_MAX_ENTRY_BYTES = 1_000_000
+ENCODE_MEMO_MAX_ENTRIES = 32
+TOKEN_ID_BYTES = 4  # array("I"): o200k_base and cl100k_base ids are below 2**32
+
+
 class BpeTokenCounter:
     """`o200k_base` (GPT-4o family, the default) or `cl100k_base` (GPT-4/3.5)."""
 
@@ -151,7 +166,9 @@ class BpeTokenCounter:
         # tenant wrote is never counted faster)
         self._memo: ScopedMemo[str, int] = ScopedMemo(MEMO_MAX_ENTRIES)
         self._long_memo: ScopedMemo[str, int] = ScopedMemo(LONG_MEMO_MAX_ENTRIES)
+        self._encode_memo: ScopedMemo[str, array[int]] = ScopedMemo(ENCODE_MEMO_MAX_ENTRIES)
         self.memo_hits = 0  # counts answered from memory (for stats and tests)
+        self.encode_hits = 0  # encodings answered from memory (for stats and tests)
 
     def count(self, text: str) -> int:
         if not text:
@@ -180,11 +197,22 @@ class BpeTokenCounter:
         leaves no copy of erased text in this process."""
         self._memo.clear()
         self._long_memo.clear()
+        self._encode_memo.clear()
 
     def encode(self, text: str) -> list[int]:
+        """`text`'s token ids (a new list, the caller's to change). A long text's are
+        remembered in its memo scope (ENCODE_MEMO_MIN_CHARS, ENCODE_MEMO_MAX_ENTRY_BYTES)."""
+        remember = len(text) >= ENCODE_MEMO_MIN_CHARS
+        if remember:
+            hit = self._encode_memo.table().get(text)
+            if hit is not None:
+                self.encode_hits += 1
+                return hit.tolist()
         out: list[int] = []
         for c in _chunks(text):
             out.extend(self._tok.encode(c))
+        if remember and sys.getsizeof(text) + TOKEN_ID_BYTES * len(out) <= ENCODE_MEMO_MAX_ENTRY_BYTES:
+            self._encode_memo.put(text, array("I", out))
         return out
 
     def decode(self, tokens: list[int]) -> str:
