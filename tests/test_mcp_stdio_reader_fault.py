@@ -115,31 +115,40 @@ class Session:
             return [json.loads(r[0])["content"] for r in conn.execute("SELECT body FROM messages ORDER BY id")]
 
 
-@pytest.mark.parametrize(("line", "rid", "raised", "frame"), CASES,
-                         ids=["raises-int-id", "raises-str-id", "raises-not-json", "raises-surrogate-id",
-                              "refusal-unserializable"])
-def test_a_fault_of_the_check_answers_the_line_and_the_session_goes_on(
-        tmp_path: Path, line: bytes, rid: str | int | None, raised: str, frame: str) -> None:
+# the table's ids, for the messages of a failed check
+CASE_IDS = ["raises-int-id", "raises-str-id", "raises-not-json", "raises-surrogate-id", "refusal-unserializable"]
+
+
+def test_a_fault_of_the_check_answers_the_line_and_the_session_goes_on(tmp_path: Path) -> None:
+    """Every row of CASES in one session, one after another (a process start is most of a
+    row's time): each faulty line is answered and the call behind it goes through, so the
+    session also goes on past several faults. Each row's log is read apart (the stderr the
+    row added)."""
     s = Session(tmp_path / "d", tmp_path / "stderr.txt")
+    logs: list[str] = []  # each row's part of stderr
     try:
         s.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": PROTOCOL_VERSION, "capabilities": {},
             "clientInfo": {"name": "test", "version": "1"}}}).encode())
         assert "result" in s.answer()
         s.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
-        s.send(_append(1, "before"))
-        before = s.answer()
-        assert before["id"] == 1 and before["result"]["isError"] is False, before
-        # the faulty line, then a call right behind it without waiting (a host pipelines)
-        s.send(line)
-        s.send(_append(3, "after"))
-        fault = s.answer()
-        assert fault["id"] == rid and "result" not in fault, fault
-        assert fault["error"]["code"] == INTERNAL_ERROR, fault
-        assert SECRET not in json.dumps(fault), fault  # the answer quotes nothing of the line either
-        after = s.answer()
-        assert after["id"] == 3 and after["result"]["isError"] is False, after
-        assert after["result"]["structuredContent"]["position"] == 1, after  # the faulty line stored nothing
+        for n, (case, (line, rid, _raised, _frame)) in enumerate(zip(CASE_IDS, CASES, strict=True)):
+            seen = len(s.errors())
+            s.send(_append(1, f"before {n}"))
+            before = s.answer()
+            assert before["id"] == 1 and before["result"]["isError"] is False, (case, before)
+            # the faulty line, then a call right behind it without waiting (a host pipelines)
+            s.send(line)
+            s.send(_append(3, f"after {n}"))
+            fault = s.answer()
+            assert fault["id"] == rid and "result" not in fault, (case, fault)
+            assert fault["error"]["code"] == INTERNAL_ERROR, (case, fault)
+            assert SECRET not in json.dumps(fault), (case, fault)  # the answer quotes nothing of the line either
+            after = s.answer()
+            assert after["id"] == 3 and after["result"]["isError"] is False, (case, after)
+            # the faulty line stored nothing: "after" right behind "before"
+            assert after["result"]["structuredContent"]["position"] == 2 * n + 1, (case, after)
+            logs.append(s.errors()[seen:])  # the row's error is logged before its answer is sent
         assert s.proc.stdin is not None
         s.proc.stdin.close()
         rc = s.proc.wait(timeout=EXIT_TIMEOUT_S)
@@ -149,12 +158,13 @@ def test_a_fault_of_the_check_answers_the_line_and_the_session_goes_on(
             s.proc.wait()
     errors = s.errors()
     assert rc == 0, (rc, errors[-3000:])
-    assert s.stored() == ["before", "after"]
-    # logged once at ERROR under tiermem's logger: the size, the id, the traceback's frames
-    # (where it raised among them) and the exception's type, no message and no content
-    logged = [ln for ln in errors.splitlines() if ln.startswith(LOGGER_PREFIX)]
-    assert len(logged) == 1 and f"stdin line of {len(line)} bytes" in logged[0], errors[-3000:]
-    assert f"(id {rid!r})" in logged[0], logged
-    assert "Traceback (most recent call last)" in errors and f", in {frame}\n" in errors, errors[-3000:]
-    assert f"{raised} (its message left out" in errors, errors[-3000:]
+    assert s.stored() == [f"{w} {n}" for n in range(len(CASES)) for w in ("before", "after")]
     assert SECRET not in errors and FAULT_TEXT not in errors, errors[-3000:]
+    for case, (line, rid, raised, frame), log in zip(CASE_IDS, CASES, logs, strict=True):
+        # logged once at ERROR under tiermem's logger: the size, the id, the traceback's frames
+        # (where it raised among them) and the exception's type, no message and no content
+        logged = [ln for ln in log.splitlines() if ln.startswith(LOGGER_PREFIX)]
+        assert len(logged) == 1 and f"stdin line of {len(line)} bytes" in logged[0], (case, log[-3000:])
+        assert f"(id {rid!r})" in logged[0], (case, logged)
+        assert "Traceback (most recent call last)" in log and f", in {frame}\n" in log, (case, log[-3000:])
+        assert f"{raised} (its message left out" in log, (case, log[-3000:])
