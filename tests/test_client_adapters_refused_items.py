@@ -84,9 +84,11 @@ CASES: list[tuple[str, Callable[[Any, str], Any], type, str]] = [
     # NaN in the last item of a turn past max_body_bytes (sized against the server's limit)
     ("nan past the body limit", _items([*_big(2), {**_big(1)[0], "metadata": {"p": math.nan}}]),
      ValidationError, "messages[2].metadata"),
-    # a lone surrogate in an item whose request alone passes max_body_bytes: its content
-    # size is what the store refuses (httpx's encoding of it raised UnicodeEncodeError)
-    ("surrogate past the body limit", _items([{"role": "user", "content": "y" * PAST_BODY + "\ud800"}]),
+    # a lone surrogate in a message whose request alone passes max_body_bytes: its content
+    # size is what the store refuses (httpx's encoding of it raised UnicodeEncodeError).
+    # LangChain's: the Agents session stores a lone surrogate as U+FFFD
+    # (tests/test_agents_lone_surrogate.py), and its request is then too large for the server
+    ("surrogate past the body limit", _lc([HumanMessage("y" * PAST_BODY + "\ud800")]),
      LimitExceeded, "messages[0].content"),
     # a field a user message has not, in the second chunk of a turn past max_body_bytes
     ("unknown field in a later chunk", _items([*_big(2), {**_big(1)[0], "name_of_caller": "x"}]),

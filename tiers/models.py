@@ -45,6 +45,7 @@ from tiermem.tiers.plain_json import (
     MAX_JSON_INT_DIGITS,
     NESTED_TOO_DEEP,
     check_int_digits,
+    lone_surrogate,
     plain_deep,
     unencodable,
 )
@@ -634,7 +635,8 @@ def parse_message(
     try:
         encoded.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValidationError("content", "is not valid UTF-8 (lone surrogate)") from None
+        # named by where it is (a Responses output's `output[0].text`), not `content`
+        raise lone_surrogate(body) from None
     try:
         msg = Message.model_validate({**body, **envelope}, context={_BODY_CHECKED: True})
     except pydantic.ValidationError as exc:

@@ -190,6 +190,38 @@ def place_error(place: tuple[str | int, ...], problem: str) -> ValidationError:
     return ValidationError(field or "message", problem)
 
 
+# the refusal of a string (or a key) with a lone surrogate, which UTF-8 cannot encode
+LONE_SURROGATE_PROBLEM = "is not valid UTF-8 (lone surrogate)"
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def lone_surrogate(message: Any, field: str = "") -> ValidationError:
+    """The refusal of the first string in `message` (in document order) that holds a lone
+    surrogate, a dict key included, named by its place (`output[0].text`: `place_error`)
+    below `field` (`placed`; "": `message` is a message itself), not the `content` it may
+    not be in. Call it once encoding `message` as UTF-8 failed. Iterative: any depth."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(message, ())]
+    while stack:
+        value, place = stack.pop()
+        if isinstance(value, dict):
+            for k in value:
+                if isinstance(k, str) and not _encodes(k):
+                    return placed(field, place, place_error(place, f"a key {LONE_SURROGATE_PROBLEM}"))
+            stack.extend((v, (*place, k)) for k, v in reversed(value.items()))
+        elif isinstance(value, list | tuple):
+            stack.extend((v, (*place, i)) for i, v in reversed(list(enumerate(value))))
+        elif isinstance(value, str) and not _encodes(value):
+            return placed(field, place, place_error(place, LONE_SURROGATE_PROBLEM))
+    return ValidationError(field or "message", LONE_SURROGATE_PROBLEM)  # not reached: encoding failed somewhere
+
+
 def unencodable(message: Any, field: str = "") -> ValidationError:
     """The refusal of the first value in `message` (in document order) that JSON cannot
     carry, a dict key with a lone surrogate included, named by its place (`place_error`)

@@ -14,7 +14,12 @@
   them; an erasure between two stops the add, `HistoryErased`); an item too large alone
   for the server is refused before anything is sent (`RequestTooLarge`), and so is one the
   store refuses in any chunk (`_common.checked_chunks`: named by its index in the whole
-  add, nothing written).
+  add, nothing written). A string with a lone surrogate (a tool's output holding a file
+  name decoded with `surrogateescape`), which the store refuses as not UTF-8, is stored
+  with U+FFFD in its place, one warning logged per add (`without_lone_surrogates`): the
+  SDK's `SQLiteSession` stores the turn, and a refusal would keep the run's question
+  and lose its calls, outputs and reply. The adapter's choice: the library and the HTTP
+  API refuse such a string, named by its field. The filter reads the SDK's input alike.
 - `get_items(limit)` returns the session's view (`tiermem.adapters._common.visible`: the
   whole log, folds included, less what pops and clears hide) as Responses items, the
   latest `limit` of them, or of `session_settings.limit` when `limit` is None, as the
@@ -93,6 +98,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import TYPE_CHECKING, Any, get_args
 
 from tiermem.adapters._common import (
@@ -121,6 +127,8 @@ from tiermem.tiers.plain_json import plain_deep
 from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, BpeTokenCounter, TokenCounter, message_tokens
 from tiermem.tiers.zones import optional_timezone
 
+log = logging.getLogger(__name__)
+
 # plans of one context past the first, each with less room by what the items sent took
 # beyond the budget (TiermemSession._within): one fits unless a shorter plan converts worse
 MAX_REPLANS = 3
@@ -140,6 +148,50 @@ def _plain(item: Any) -> Any:
         return plain_deep(sdk_dump(item), sdk_dump)
     except RecursionError:
         return item
+
+
+def _utf8_text(text: str) -> str:
+    """`text` with each lone surrogate as U+FFFD (the replacement character); a pair written as
+    two code points (a UTF-16 pair) joined into its character, as JSON decodes one."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
+def without_lone_surrogates(items: list[Any]) -> tuple[list[Any], int]:
+    """The SDK's items (as `_plain` gives them) with every string, keys included, valid
+    UTF-8 (`_utf8_text`), and how many strings changed. A tool's output holding a file
+    name decoded with `surrogateescape` (`caf\\udce9.txt`) is a lone surrogate, which the
+    store refuses (UTF-8 cannot encode it; the library's and the HTTP API's refusal, named
+    by its field): the session would keep the run's question and lose its calls, outputs
+    and reply, where the SDK's `SQLiteSession` stores them. The items given are not
+    changed; items nested past the interpreter's limit come back as they are, for the
+    store to refuse by name."""
+    try:  # the common case, in C: nothing to replace
+        json.dumps(items, ensure_ascii=False, default=repr).encode("utf-8")
+        return items, 0
+    except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        pass
+    changed = 0
+
+    def fix(value: Any) -> Any:
+        nonlocal changed
+        if isinstance(value, str):
+            out = _utf8_text(value)
+            changed += out is not value
+            return out
+        if isinstance(value, dict):
+            return {fix(k): fix(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [fix(v) for v in value]
+        return value
+
+    try:
+        return [fix(item) for item in items], changed
+    except RecursionError:
+        return items, 0
 
 
 def _key(item: dict[str, Any]) -> str:
@@ -461,7 +513,10 @@ class TiermemSession:
     def _add(self, items: list[Any]) -> None:
         # in one batch (all or nothing) where one append takes them; else in chunks, as a
         # LangChain add_messages: a turn of large tool outputs passes a server's max_body_bytes
-        bodies = [_plain(item) for item in items]
+        bodies, replaced = without_lone_surrogates([_plain(item) for item in items])
+        if replaced:  # stored whole, with U+FFFD, rather than refused with the turn half-saved
+            log.warning("TiermemSession %r: %d string(s) of the items added held a lone surrogate (not UTF-8), "
+                        "stored with U+FFFD in its place", self.session_id, replaced)
         chunks = append_chunks(self.memory, bodies)
         if len(chunks) == 1:
             self.memory.append_many(self.session_id, chunks[0])
@@ -537,7 +592,8 @@ class TiermemSession:
         async def _filter(data: CallModelData[Any]) -> ModelInputData:
             from agents.run_config import ModelInputData
 
-            inputs = [_plain(i) for i in data.model_data.input]
+            # as add_items stores them: a lone surrogate as U+FFFD (`without_lone_surrogates`)
+            inputs, _replaced = without_lone_surrogates([_plain(i) for i in data.model_data.input])
             items = await asyncio.to_thread(self._filter_items, inputs, budget)
             return ModelInputData(input=items, instructions=data.model_data.instructions)  # type: ignore[arg-type]
 
