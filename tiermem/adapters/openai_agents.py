@@ -44,8 +44,10 @@
   with what `get_items` returns, so a batch holding a renamed id reads as changed there.
 - `pop_item` appends a retraction row that hides the latest item from `get_items` and
   from every planned context, and returns that item; `clear_session` appends a clear
-  row, a read boundary for both. Neither changes or deletes a row: `history()` keeps the
-  items and the control rows, for audit. Pops are serialised per conversation
+  row, a read boundary for `get_items` and for a planned context's recent tail, not for
+  its memory: pins, retrieval and the rolling summary may still recall the turns before
+  it (README "Control rows"; to forget, retract or erase). Neither changes or deletes a
+  row: `history()` keeps the items and the control rows, for audit. Pops are serialised per conversation
   (`tiermem.adapters._common.retract_latest`): concurrent pops return distinct items.
 - `model_input_filter(budget)` makes what the model receives tiermem's planned context
   under the budget (pinned facts, summary, retrieved turns, the recent tail), not the
