@@ -6,7 +6,9 @@ round's call with the first round's result ("weather(Lisbon) -> #2: Oslo").
 
 Invariants:
 - A result answers a call of its id in the round just before it; the n-th result of an
-  id in a round its n-th call (Responses items of one round may share a `call_id`).
+  id in a round its n-th call (Responses items of one round may share a `call_id`). A
+  chat assistant message starts a round: a result after the model's next turn answers
+  none of the calls before it.
 - A call no result answers shows none, even when a later round's call of its id has one.
 - Paging changes nothing: a call on one page with its result on the next keeps it (the
   lookahead), and a call before the page takes its result there (the look-behind), so a
@@ -69,6 +71,12 @@ CASES = [
      [_user("Weather in Oslo?"), _call("call_0", "Oslo"), _user("Never mind, Lisbon."),
       _call("call_0", "Lisbon"), _result("call_0", "Lisbon: 18 C")],
      {1: None, 3: 4}),
+    # the model's next turn before the result: a new round, as the library reads it
+    # (`unique_chat_call_ids`), so the result answers no call shown
+    ("a-reply-before-the-result",
+     [_user("Start the export."), _call("exp_1", "export"), {"role": "assistant", "content": "Working on it."},
+      _user("Thanks."), _result("exp_1", "export done: 42 rows")],
+     {1: None}),
     # Responses items: two parallel calls of one id, answered in order
     ("one-id-twice-in-a-round",
      [_user("Oslo and Lisbon?"), _item_call("call_0", "Oslo"), _item_call("call_0", "Lisbon"),

@@ -230,11 +230,13 @@ def pair_results(msgs: list[StoredMessage]) -> dict[tuple[int, int], StoredMessa
     for the calls and results among `msgs` (oldest first), paired as the library pairs them
     (tiermem.tiers.formats, "One unit" and "Ids sent"; `SentCallIds` itself): a result
     answers a call of its id in the round just before it, the n-th result of an id in a
-    round its n-th call. A chat message with calls starts a round (it holds all of its
-    round's calls); a call item starts one after a result or a message that ends a round
-    (`joins_round`), else it is a parallel call of the round. Servers that number calls per
-    reply reuse `call_0` every round: pairing by id alone showed a later round's call
-    with the first round's result. A result no waiting call takes answers no call here."""
+    round its n-th call. Every chat assistant message starts a round, as in
+    `unique_chat_call_ids` (one with calls holds all of its round's calls; one after calls
+    is the model's next turn, so a result after it answers none of them); a call item
+    starts one after a result or a message that ends a round (`joins_round`), as in
+    `unique_item_call_ids`, else it is a parallel call of the round. Servers that number
+    calls per reply reuse `call_0` every round: pairing by id alone showed a later round's
+    call with the first round's result. A result no waiting call takes answers no call."""
     ids = SentCallIds()
     in_round = False
     calls: dict[str, tuple[int, int]] = {}  # id sent (unique in `msgs`) -> its call
@@ -242,8 +244,11 @@ def pair_results(msgs: list[StoredMessage]) -> dict[tuple[int, int], StoredMessa
     for m in msgs:
         made = tool_calls_of(m)
         rid = result_of(m)
+        item = "type" in m.body  # a Responses item; else a chat message
+        if not item and m.body.get("role") == "assistant":
+            ids.round()
         if made:
-            if not in_round or not isinstance(m.body.get("type"), str):
+            if item and not in_round:
                 ids.round()
             in_round = True
             for i, c in enumerate(made):
