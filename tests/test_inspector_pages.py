@@ -114,7 +114,7 @@ def test_bad_pins_are_named_and_change_nothing(client: TestClient, mem: Memory, 
 def test_plan_shows_layers_left_out_cache_and_stays_under_budget(client: TestClient, mem: Memory) -> None:
     q = "what is my budget?"
     for budget in (300, 800, 3000):
-        r = client.post(f"/ui/c/{CONV}/plan", json={"query": q, "budget": str(budget)}, headers=HX)
+        r = client.post(f"/ui/c/{CONV}/plan", json={"query": q, "budget": budget}, headers=HX)
         assert r.status_code == 200, r.text
         tokens = int(re.search(r'data-tokens="(\d+)" data-budget="(\d+)"', r.text).group(1))  # type: ignore[union-attr]
         assert tokens <= budget
@@ -136,7 +136,8 @@ def test_plan_shows_layers_left_out_cache_and_stays_under_budget(client: TestCli
 
 def test_a_budget_too_small_for_the_latest_message_says_so(client: TestClient) -> None:
     r = client.post(f"/ui/c/{CONV}/plan", json={"query": "x " * 400, "budget": 5}, headers=HX)
-    assert r.status_code == 200 and 'role="alert"' in r.text and "budget" in r.text
+    # the planner's refusal is the form's: a 422 (tests/test_inspector_plan_refusals.py)
+    assert r.status_code == 422 and 'role="alert"' in r.text and "budget" in r.text
 
 
 def test_stored_plans_by_turn(client: TestClient, mem: Memory) -> None:

@@ -50,7 +50,7 @@ def mem(tmp_path: Path) -> Iterator[Memory]:
 def test_plan_page_shows_each_providers_cached_tokens(mem: Memory) -> None:
     with TestClient(create_app(mem.config, mem, start_scheduler=False), base_url="http://127.0.0.1") as client:
         assert client.post("/ui/login", json={"token": TOKEN_ACME}, headers=HX).status_code == 200
-        r = client.post(f"/ui/c/{CONV}/plan", json={"query": QUERY, "budget": str(BUDGET)}, headers=HX)
+        r = client.post(f"/ui/c/{CONV}/plan", json={"query": QUERY, "budget": BUDGET}, headers=HX)
     assert r.status_code == 200, r.text
     # the same plan the library makes (a what-if records nothing: repeatable)
     c = mem.context(CONV, QUERY, BUDGET, namespace=NS, record=False).plan.cache

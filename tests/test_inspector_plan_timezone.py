@@ -52,8 +52,8 @@ def test_the_what_if_plan_is_in_the_forms_zone(client: TestClient, zone: str | N
 
 
 @pytest.mark.parametrize(("zone", "status"), [
-    (BAD_ZONE, 200),  # not an IANA name: the plan's error, as a budget too small is
-    ("../../etc/passwd", 200),  # a path, not a zone key
+    (BAD_ZONE, 422),  # not an IANA name: the planner's refusal, as a budget too small is
+    ("../../etc/passwd", 422),  # a path, not a zone key
     ("A" * (MAX_ZONE_NAME_CHARS + 1), 422),  # past the longest name the form takes
 ])
 def test_a_bad_zone_is_the_forms_error_naming_the_field(client: TestClient, mem: Memory, zone: str,

@@ -44,6 +44,8 @@ import jinja2
 import markupsafe
 import pydantic
 from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
 from pydantic import BaseModel, ConfigDict, Field
@@ -99,13 +101,18 @@ class _Answer(Exception):  # control flow inside this module, never an error a c
         self.response = response
 
 
+# The forms' bodies are strict, as the API's (tiermem.service.schemas): a number field takes
+# a JSON number alone (an integer field no fraction), a boolean field true/false alone, so a
+# refusal names the field. Pydantic's lax mode pinned on {"pinned": "yes"} and planned
+# {"budget": true} at budget 1. The plan form sends its budget as a number (`hx-vals`,
+# kept in step with the slider by static/inspector.js: json-enc sends form fields as text).
 class LoginIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     token: str = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
 
 
 class PlanIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     query: str = Field("", max_length=MAX_QUERY_CHARS)
     budget: int = Field(DEFAULT_PLAN_BUDGET, ge=1, le=MAX_BUDGET_TOKENS)
     # the user's IANA zone to plan in; empty: the server's `timezone` setting
@@ -113,7 +120,7 @@ class PlanIn(BaseModel):
 
 
 class PinIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     position: int = Field(ge=0, le=MAX_POSITION)
     pinned: bool
     priority: int = Field(50, ge=0, le=100)
@@ -173,10 +180,45 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def _first_error(exc: pydantic.ValidationError) -> str:
+def _first_error(exc: pydantic.ValidationError | RequestValidationError) -> str:
+    """`field: problem` of the first error; a query parameter's or a body field's name
+    without FastAPI's `query.` / `body.` before it, as the forms' own refusals name it."""
     e = exc.errors()[0]
-    where = ".".join(str(p) for p in e.get("loc", ())) or "body"
+    loc = [str(p) for p in e.get("loc", ())]
+    if isinstance(exc, RequestValidationError) and len(loc) > 1 and loc[0] in ("query", "path", "body"):
+        loc = loc[1:]
+    where = ".".join(loc) or "body"
     return f"{where}: {e.get('msg', 'invalid')}"
+
+
+def refusal_fragment(detail: str | list[dict[str, Any]]) -> str:
+    """The HTML the service's body guard (tiermem.service.guard) answers under /ui instead
+    of its error JSON (a body that is not UTF-8, a lone surrogate, too large, too slow):
+    the form's refusal as the inspector's own (`Inspector.body`), which htmx swaps in where
+    the answer goes; its `detail` (a string, or items of `loc` and `msg`) as `field: problem`,
+    a field named as the forms name it (`query`, not `body.query`; `body.15`, the body's
+    character 15, as it is)."""
+    if isinstance(detail, str):
+        return f'<p class="error" role="alert">{_escape(detail)}</p>'
+    said = []
+    for item in detail:
+        loc = list(item["loc"])
+        if len(loc) > 1 and loc[0] == "body" and isinstance(loc[1], str):
+            loc = loc[1:]
+        said.append(f"{'.'.join(map(str, loc))}: {item['msg']}")
+    return f'<p class="error" role="alert">{_escape("; ".join(said))}</p>'
+
+
+# a budget as a link writes it: a signed integer in decimal digits, of no more digits than
+# any budget the form takes (longer text stays text, which the form refuses by name; int()
+# of 5,000 digits raises)
+BUDGET_TEXT = re.compile(rf"-?(0|[1-9][0-9]{{0,{len(str(MAX_BUDGET_TOKENS))}}})")
+
+
+def _budget_of(text: str) -> int | str:
+    """A link's `budget` as the form's JSON number, where it is an integer written in
+    digits; else the text, which the strict form refuses naming `budget`."""
+    return int(text) if BUDGET_TEXT.fullmatch(text) else text
 
 
 class Inspector:
@@ -458,7 +500,7 @@ def build_router(ins: Inspector) -> APIRouter:
         result: dict[str, Any]
         try:
             # the what-if form's own check, so a link refuses exactly what the form's POST does
-            form = PlanIn.model_validate({"query": q, "budget": budget, "timezone": timezone})
+            form = PlanIn.model_validate({"query": q, "budget": _budget_of(budget), "timezone": timezone})
         except pydantic.ValidationError as exc:
             # the page again with the refusal where a plan would be; what is echoed stays
             # within the form's limits, and nothing is planned
@@ -469,6 +511,8 @@ def build_router(ins: Inspector) -> APIRouter:
                 result = ins.what_if(ns, cid, form.query, form.budget, form.timezone)
             except ConversationNotFound:
                 raise ins.not_found(request, cid, grant) from None
+            if result["error"] is not None:  # refused by the planner (a zone, a budget too small)
+                status = 422
         slider_min, slider_max = slider_range(form.budget, ins.slider_max())
         return ins.page(request, "plan.html", status, title=f"Plan a context: {cid}", grant=grant, ns=ns, cid=cid,
                         query=form.query, budget=form.budget, timezone=form.timezone,
@@ -486,7 +530,8 @@ def build_router(ins: Inspector) -> APIRouter:
         except ConversationNotFound:
             raise ins.not_found(request, cid, grant) from None
         html = ins.env.get_template("_plan.html").render(url=ins.url, ns=ns, cid=cid, **_plan_ctx(result))
-        return _html(html)
+        # a refusal is a 422 whoever refuses (the form's check or the planner's), as the GET
+        return _html(html, 422 if result["error"] is not None else 200)
 
     @r.get("/c/{cid}/plans")
     def plans(request: Request, cid: str,
@@ -613,6 +658,30 @@ def install_ui(app: FastAPI, runtime: Runtime, metrics: PlanMetrics) -> Inspecto
         assert isinstance(exc, _Answer)
         return exc.response
 
+    # a typed query parameter of a page (`page`, `turn`, `version`) that is no integer in
+    # range: the inspector's error page, not the API's JSON 422 (the service's handler,
+    # installed before this one, answers every other path as before)
+    api_refusal = app.exception_handlers.get(RequestValidationError, request_validation_exception_handler)
+
+    async def refused(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        if not _under_ui(request.url.path):
+            return await api_refusal(request, exc)
+        message = _first_error(exc)
+        if request.headers.get("hx-request"):  # a fragment's refusal, where htmx puts the answer
+            return _html(f'<p class="error" role="alert">{_escape(message)}</p>', 422)
+        try:  # the nav of a signed-in page; the refusal alone before the sign-in (it shows no data)
+            grant: Grant | None = ins.grant(request)
+        except _Answer:
+            grant = None
+        return ins.page(request, "error.html", 422, title="422", message=message, grant=grant)
+
     app.add_exception_handler(_Answer, answer)
+    app.add_exception_handler(RequestValidationError, refused)
     app.include_router(build_router(ins))
     return ins
+
+
+def _under_ui(path: str) -> bool:
+    """Whether `path` is the inspector's (`/ui`, `/ui/...`)."""
+    return path == COOKIE_PATH or path.startswith(COOKIE_PATH + "/")

@@ -24,7 +24,8 @@ refusal echoes caller input within `tiers.errors.MAX_SHOWN_CHARS`, the one bound
 Content-Type value and every key of a location that is no plain name are quoted and cut
 (`shown`, `shown_key`). The
 app then reads the buffered body, never the wire again. Every refusal answers the
-service's error JSON, except that on the MCP endpoint (`MCP_PATHS`) a refusal of the body
+service's error JSON, except that under /ui (`UI_PATH`) it is the inspector's HTML refusal
+of the same status and message, which its forms show, and on the MCP endpoint (`MCP_PATHS`) a refusal of the body
 or its framing (400, 413, 415, 422: the same status and message) is a JSON-RPC error
 carrying that JSON in its `data` (`mcp_http.jsonrpc_refusal`), so an MCP client shows the
 reason. A body that did not parse (not JSON, past the parser's depth) is a parse error
@@ -86,6 +87,7 @@ SINGLE_HEADERS = ("content-type", "content-length", "authorization", NAMESPACE_H
 JSON_CONTENT_TYPE = (b"content-type", b"application/json")
 # the names a loopback service answers to (any port): what a browser on this host uses
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+UI_PATH = "/ui"  # the inspector's pages: a refusal there is its HTML, not the API's JSON (`_refuse`)
 HOST_UNCHECKED_PATHS = frozenset({"/healthz"})  # liveness probes name whatever they like; no data
 ORIGIN_SCHEMES = ("http", "https")
 # Levels a route's body wraps a message in, above the message itself (a path matching no
@@ -326,9 +328,22 @@ async def _refuse(
 ) -> None:
     """Answer a refusal of the request's body or framing: the service's error JSON, or on
     the MCP endpoint a JSON-RPC error of the same status and message (an MCP client reads
-    the reason only from a JSON-RPC error), carrying `request_id` when the body parsed."""
+    the reason only from a JSON-RPC error), carrying `request_id` when the body parsed; on
+    the inspector's (`UI_PATH`) its refusal fragment, HTML of the same status and message
+    with its page headers (`tiermem.inspector.routes.refusal_fragment`), which htmx shows
+    where the form's answer goes."""
     if path in MCP_PATHS:
         body = _as_jsonrpc(body, request_id, parsed=parsed, code=code)
+    elif path == UI_PATH or path.startswith(UI_PATH + "/"):
+        # imported here: the inspector imports this module
+        from tiermem.inspector.routes import PAGE_HEADERS, refusal_fragment
+
+        page = refusal_fragment(body["detail"]).encode()
+        await send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(page)).encode()),
+            *((k.lower().encode(), v.encode()) for k, v in PAGE_HEADERS.items()), *headers]})
+        await send({"type": "http.response.body", "body": page})
+        return
     await _send_json(send, status, body, headers)
 
 
