@@ -30,6 +30,7 @@ Auth and scope, the same walls as the API (tiermem.service):
 
 from __future__ import annotations
 
+import inspect
 import ipaddress
 import json
 import logging
@@ -666,7 +667,8 @@ def install_ui(app: FastAPI, runtime: Runtime, metrics: PlanMetrics) -> Inspecto
     async def refused(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         if not _under_ui(request.url.path):
-            return await api_refusal(request, exc)
+            answer = api_refusal(request, exc)  # a handler may be a coroutine function or not
+            return await answer if inspect.isawaitable(answer) else answer
         message = _first_error(exc)
         if request.headers.get("hx-request"):  # a fragment's refusal, where htmx puts the answer
             return _html(f'<p class="error" role="alert">{_escape(message)}</p>', 422)
