@@ -262,6 +262,10 @@ class SummaryBlock:
     # whatever the correction's position. None where not kept (a fold's lines): a
     # correction past `end` is then taken as later than the line
     seen_superseded: list[tuple[tuple[int, int], ...]] | None = None
+    # a caller's checkpoint without per-line sources: its one line is a text that stands
+    # in for every position from `start` to `end`, not only the one its line cites
+    # (planner.candidates `summary`: what a correction after `end` superseded in it)
+    whole: bool = False
 
 
 @dataclass
@@ -720,7 +724,7 @@ class Planner:
                   if c.position != latest_user and c.position not in hidden]
         tail = self.candidates.tail(conv, fixed.tail_rows, fixed.tail_msgs, latest_user, plan)
         taken_positions = ({latest_user} if latest_user is not None else set()) | hidden
-        summary = self.candidates.summary(conv, call.summaries, hidden, plan)
+        summary = self.candidates.summary(conv, call.summaries, hidden, plan, call.zone)
         lexical = self.candidates.lexical(conv, call.namespace, query, call.namespace_recall, table)
         call.mark("candidates")
         # The query is embedded here, on this thread. Embedding it on a worker while this

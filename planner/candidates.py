@@ -54,6 +54,7 @@ from tiermem.planner.dates import query_windows
 from tiermem.planner.density import pack_order
 from tiermem.planner.excerpt import Focus
 from tiermem.planner.excerpt import enabled as excerpt_enabled
+from tiermem.planner.family import shared_prefixes
 from tiermem.planner.plan import Plan, PlanItem
 from tiermem.planner.prior import length_prior
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, replies_apply, score_turns
@@ -82,7 +83,7 @@ from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 from tiermem.tiers.turncache import TurnCache, TurnTable
 from tiermem.tiers.vectors import row_dots
-from tiermem.tiers.zones import Zone
+from tiermem.tiers.zones import UTC, Zone
 
 if TYPE_CHECKING:
     from tiermem.planner.build import HotView, PlannerSettings, SummaryBlock
@@ -158,6 +159,14 @@ RECENT_RECALL_OLDEST_SHARE = 0.5
 # sank (planner.unanswered): each reads the rows of the newcomers only.
 UNANSWERED_ROUNDS = 3
 SCORE_DECIMALS = 4  # a plan item's score is rounded to this many decimals
+# hits the cold tier's indexes are asked for at most, when a fork family's shared turns
+# (planner.family) crowd the namespace's other conversations out of the k best: past it a
+# recall may find fewer than k others (a family sharing over a thousand turns)
+FAMILY_SEARCH_MAX_K = 1024
+# corrections a caller's checkpoint written before them names (its line and plan); the
+# rest counted: a summary line stays a line
+WRITTEN_BEFORE_NAMED = 3
+COVERED_KEPT_CONVERSATIONS = 256  # conversations whose checkpoint's superseded turns are kept (LRU)
 _HAS_WORD = re.compile(r"\w")  # a summary line cut to nothing but joiners says nothing
 MIN_NAME_CHARS = 2  # shorter speaker names are kept in the query's embedding (too ambiguous to strip)
 
@@ -271,14 +280,21 @@ class Candidates:
         self.render = render
         self.pins: OrderedDict[str, PinSet] = OrderedDict()
         self._pins_lock = threading.Lock()
+        # a caller checkpoint's covered turns superseded as recorded (`_written_before`):
+        # key -> (supersession version, start, end, rows), so a call reads one counter,
+        # not the range, while no supersession changed
+        self._covered: OrderedDict[str, tuple[int, int, int, list[TurnRow]]] = OrderedDict()
 
     def forget(self, conv: str | None) -> None:
-        """Drop the pin candidates kept for a conversation key (None: for every one)."""
+        """Drop the pin candidates (and a checkpoint's superseded turns) kept for a
+        conversation key (None: for every one)."""
         with self._pins_lock:
             if conv is None:
                 self.pins.clear()
+                self._covered.clear()
             else:
                 self.pins.pop(conv, None)
+                self._covered.pop(conv, None)
 
     def messages(self, conv: str, positions: Sequence[int], hot: HotView) -> list[StoredMessage]:
         """Render from the hot tier where it holds the turn, else from the cold log."""
@@ -490,7 +506,7 @@ class Candidates:
         return min(TAIL_SCAN_TURNS, int(np.searchsorted(np.cumsum(newest), budget)) + TAIL_SCAN_EXTRA_ROWS)
 
     def summary(self, conv: str, summaries: Sequence[SummaryBlock], hidden: set[int],
-                plan: Plan | None = None) -> list[Candidate]:
+                plan: Plan | None = None, zone: Zone = UTC) -> list[Candidate]:
         """The views' lines; a line drawn from an item a control row hides now (a view
         built before the retraction) is left out, as the item is everywhere else. A line
         is never presented as current once what it says was superseded (a view built
@@ -498,23 +514,35 @@ class Candidates:
         (and not the turn that superseded it) is left out, with why in `plan.left_out`,
         as a superseded pin is; a line holding a superseded statement of a turn current
         in part is shown without it, or left out when it can not be found in its turn
-        (an abstractive line) and its view was built before the correction."""
-        cited = sorted({p for s in summaries for _t, ps in s.lines for p in ps} - hidden)
+        (an abstractive line) and its view was built before the correction.
+
+        A caller's checkpoint without per-line sources (`SummaryBlock.whole`) is one
+        text standing in for every turn up to its position, so the rule is read over all
+        of them: a turn it covers that a turn past its end superseded, whole or a
+        statement of it (`_written_before`). Such a text is not left out (its other facts
+        would go with the old value, and nothing refreshes it) but shown marked as written
+        before the correction, naming it by its time (`zone`'s clock), the plan by
+        position; the correction itself is a turn like any other (tail, pins, retrieval)."""
+        cited = sorted({p for s in summaries if not s.whole for _t, ps in s.lines for p in ps} - hidden)
         hid = self.statements.hidden(conv)
         rows = {r.position: hid.row(r) for r in self.cold.turns_at(conv, cited)} if cited else {}
         parted = {p: parts for p in cited if (parts := self.statements.parts(conv, p))}
         texts = {m.position: m.text for m in self.cold.get(conv, sorted(parted))} if parted else {}
         out = []
         for s in summaries:
+            # a caller's checkpoint: the same rule over every turn it stands in for
+            before = self._written_before(conv, s, hidden, zone) if s.whole else None
             for i, (text, positions) in enumerate(s.lines):
                 if hidden and not hidden.isdisjoint(positions):
                     continue
                 score = 1.0 - i / max(1, len(s.lines))
-                gone = next((r for p in positions if (r := rows.get(p)) is not None
-                             and r.superseded_by is not None and r.superseded_by not in positions), None)
-                why_gone = (f"superseded by #{gone.superseded_by}: not presented as current" if gone is not None
-                            else "")
-                if not why_gone:
+                why_gone = ""
+                if before is None:
+                    gone = next((r for p in positions if (r := rows.get(p)) is not None
+                                 and r.superseded_by is not None and r.superseded_by not in positions), None)
+                    why_gone = (f"superseded by #{gone.superseded_by}: not presented as current"
+                                if gone is not None else "")
+                if not why_gone and before is None:
                     seen = None if s.seen_superseded is None else s.seen_superseded[i]
                     text, why_gone = self._current_part(text, positions, parted, texts, s.end, seen)
                 if why_gone:
@@ -525,6 +553,12 @@ class Candidates:
                     continue
                 line = f"- {text}"
                 reason = f"{s.kind} summary v{s.version} (#{s.start}..#{s.end})"
+                if before:
+                    # one text holding several facts, which no refresh rewrites: left out,
+                    # its other facts would be lost with the old value; shown, it says
+                    # which later message holds where the two differ
+                    line = f"- {before[1]} {text}"
+                    reason += f", {before[0]}: shown marked, not as current where the correction differs"
                 if s.over_budget:
                     reason += f", {s.turns_behind} turns behind"
                 c = Candidate("summary", conv, positions[0] if positions else s.end, score, reason, line,
@@ -532,6 +566,60 @@ class Candidates:
                           group=list(positions))
                 out.append(c)
         return out
+
+    def _written_before(self, conv: str, s: SummaryBlock, hidden: set[int], zone: Zone
+                        ) -> tuple[str, str] | None:
+        """For a caller's checkpoint `s` (`SummaryBlock.whole`): (the plan's wording, the
+        line's label) naming the corrections past its end of turns it covers (a turn's
+        `superseded_by`, read past popped turns, or a statement's), None when there is
+        none: what a line citing all of them would be left out for (`summary`'s rule
+        and `_current_part`'s for a fold's line: a correction past the view's end). A
+        hidden turn is no turn it stands in for (`Memory._fold`). One range read; the
+        turn rows of only the superseded turns, the corrections' times when some."""
+        late: dict[int, list[int]] = {}  # correction -> the covered turns it superseded
+        hid = self.statements.hidden(conv)
+        for r in self._superseded_covered(conv, s.start, s.end):
+            if r.position in hidden:
+                continue
+            by = hid.row(r).superseded_by
+            if by is not None and by > s.end:
+                late.setdefault(by, []).append(r.position)
+        for p in sorted(self.statements.positions(conv)):
+            if s.start <= p <= s.end and p not in hidden:
+                for x in self.statements.parts(conv, p):
+                    if x.by > s.end and p not in late.get(x.by, []):
+                        late.setdefault(x.by, []).append(p)
+        if not late:
+            return None
+        ends = {r.position: r for r in self.cold.turns_at(conv, sorted(late))}
+        named = sorted(late)[:WRITTEN_BEFORE_NAMED]
+        plan = "written before the correction" + ("s" if len(late) > 1 else "") + " " + ", ".join(
+            f"#{b} (of #{', #'.join(map(str, sorted(late[b])))})" for b in named)
+        times = [when(ends[b].created_at, zone) if b in ends else "a later message" for b in named]
+        more = len(late) - len(named)
+        plan += f" and {more} more" if more else ""
+        label = (f"[written before {'corrections' if len(late) > 1 else 'a correction'} of "
+                 f"{', '.join(times)}{f' and {more} more' if more else ''}: where they differ, the "
+                 f"{'corrections hold' if len(late) > 1 else 'correction holds'}]")
+        return plan, label
+
+    def _superseded_covered(self, conv: str, start: int, end: int) -> list[TurnRow]:
+        """The turn rows from `start` to `end` whose `superseded_by` is recorded: read
+        again only when the conversation's supersession version moved (a trigger on the
+        turns' `superseded_by` and on statement rows keeps it, in both engines)."""
+        version = self.cold.supersession_version(conv)
+        with self._pins_lock:
+            kept = self._covered.get(conv)
+        if kept is not None and kept[:3] == (version, start, end):
+            return kept[3]
+        recorded = [p for p, _by in self.cold.superseded_within(conv, start=start, end=end)]
+        rows = self.cold.turns_at(conv, recorded) if recorded else []
+        with self._pins_lock:
+            self._covered[conv] = (version, start, end, rows)
+            self._covered.move_to_end(conv)
+            while len(self._covered) > COVERED_KEPT_CONVERSATIONS:
+                self._covered.popitem(last=False)
+        return rows
 
     @staticmethod
     def _current_part(text: str, positions: Sequence[int], parted: Mapping[int, tuple[Part, ...]],
@@ -788,13 +876,12 @@ class Candidates:
         bm25: list[tuple[str, int, float]] = []
         keywords = recall or qvec is None  # without a vector the strong keyword hits stand in
         if tables is not None:
-            dense, bm25 = search_tables(tables, qvec, query if keywords else None, k)
+            # a fork's copy of this conversation's turns is not another conversation's
+            # (planner.family): masked before the k best are taken
+            dense, bm25 = search_tables(tables, qvec, query if keywords else None, k,
+                                        skip=shared_prefixes(self.cold, conv, others))
         else:
-            if qvec is not None:
-                dense = [(c, p, cosine_from_l2(dist))  # unit vectors
-                         for c, p, dist in self.cold.search_dense(qvec, k, namespace=namespace, exclude=conv)]
-            if keywords:
-                bm25 = self.cold.search_bm25(query, k, namespace=namespace, exclude=conv)
+            dense, bm25 = self._namespace_search(conv, namespace, qvec, query if keywords else None, k)
         found: dict[tuple[str, int], dict[str, float]] = {}
         for c, p, cosine in dense:
             if recall or cosine >= STRONG_COSINE:
@@ -818,6 +905,29 @@ class Candidates:
             out[key] = (s - OTHER_CONVERSATION_PENALTY,
                         f"from {names[key[0]]} in this namespace: " + ", ".join(parts))
         return out, names
+
+    def _namespace_search(self, conv: str, namespace: str, qvec: np.ndarray | None, query: str | None, k: int
+                          ) -> tuple[list[tuple[str, int, float]], list[tuple[str, int, float]]]:
+        """The k nearest (conversation, position, cosine) and k best keyword matches
+        (conversation, position, bm25) of the namespace's other conversations, through the
+        cold tier's indexes, less the turns a conversation of `conv`'s fork family shares
+        with it (planner.family). The indexes cannot leave those out, so they are asked
+        for more until k others remain or they have no more, up to FAMILY_SEARCH_MAX_K: a
+        namespace without forks asks once, as before."""
+        ask = k
+        while True:
+            dense = ([(c, p, cosine_from_l2(dist))  # unit vectors
+                      for c, p, dist in self.cold.search_dense(qvec, ask, namespace=namespace, exclude=conv)]
+                     if qvec is not None else [])
+            bm25 = self.cold.search_bm25(query, ask, namespace=namespace, exclude=conv) if query is not None else []
+            shared = shared_prefixes(self.cold, conv, {c for c, _p, _s in [*dense, *bm25]})
+            kept_dense = [h for h in dense if not (h[0] in shared and h[1] <= shared[h[0]])]
+            kept_bm25 = [h for h in bm25 if not (h[0] in shared and h[1] <= shared[h[0]])]
+            short = ((len(kept_dense) < k and len(dense) >= ask) or (len(kept_bm25) < k and len(bm25) >= ask))
+            if not short or ask >= FAMILY_SEARCH_MAX_K:
+                return kept_dense[:k], kept_bm25[:k]
+            # at least what the family's copies could take, and twice as many as before
+            ask = min(FAMILY_SEARCH_MAX_K, max(2 * ask, k + sum(n + 1 for n in shared.values())))
 
     def other_supersessions(self, hits: dict[tuple[str, int], tuple[float, str]], hidden: Mapping[str, set[int]],
                             past: str | None, zone: Zone) -> dict[tuple[str, int], str]:
@@ -897,21 +1007,30 @@ def validity(r: TurnRow, end: TurnRow | None, zone: Zone) -> tuple[str, str]:
 
 
 def search_tables(tables: list[TurnTable], qvec: np.ndarray | None, query: str | None,
-                  k: int) -> tuple[list[tuple[str, int, float]], list[tuple[str, int, float]]]:
+                  k: int, skip: Mapping[str, int] | None = None
+                  ) -> tuple[list[tuple[str, int, float]], list[tuple[str, int, float]]]:
     """The k nearest turns (conversation, position, cosine) over `tables`, best first,
     and with a query the k best keyword matches (conversation, position, bm25). Ties
-    keep the tables' order (`list_conversations` gives it by name), never the keys'."""
+    keep the tables' order (`list_conversations` gives it by name), never the keys'.
+    `skip`: conversation -> the last position not to find there (a fork family's shared
+    prefix, planner.family)."""
     dense: list[tuple[int, str, int, float]] = []
     bm25: list[tuple[int, str, int, float]] = []
     for n, t in enumerate(tables):
+        last = (skip or {}).get(t.conversation_id)
+        # how many of its turns are skipped (positions ascend): a keyword search asks
+        # for as many more, so k remain
+        cut = int(np.searchsorted(t.positions, last, side="right")) if last is not None else 0
         if qvec is not None and t.vectors is not None and len(t) and t.vectors.shape[1] == qvec.shape[0]:
             cos = row_dots(t.vectors, np.asarray(qvec, dtype=np.float32))
             cos[~t.has_vec] = -np.inf  # no vector yet: not a neighbour
+            cos[:cut] = -np.inf  # a copy of the asking conversation's own turns
             best = np.argpartition(-cos, k - 1)[:k] if cos.shape[0] > k else np.arange(cos.shape[0])
             dense.extend((n, t.conversation_id, int(t.positions[i]), float(cos[i]))
                          for i in best if cos[i] > -np.inf)
         if query is not None:
-            bm25.extend((n, t.conversation_id, p, s) for p, s in t.bm25(query, k))
+            bm25.extend((n, t.conversation_id, p, s) for p, s in t.bm25(query, k + cut)
+                        if last is None or p > last)
     dense.sort(key=lambda h: (-h[3], h[0], h[2]))
     bm25.sort(key=lambda h: (h[3], h[0], h[2]))
     return [h[1:] for h in dense[:k]], [h[1:] for h in bm25[:k]]

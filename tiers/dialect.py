@@ -755,6 +755,28 @@ class SharedQueries:
         return self._turns_where("WHERE t.conversation_id = ? AND t.position BETWEEN ? AND ? ORDER BY t.position",
                                  (conversation_id, start, MAX_POSITION if end is None else end))
 
+    def superseded_within(self, conversation_id: str, *, start: int, end: int) -> list[tuple[int, int]]:
+        # no index holds superseded_by: the range of the (conversation, position) key is
+        # read in the database, only the superseded rows' two columns come back
+        return [(int(r[0]), int(r[1])) for r in self._q(
+            "SELECT position, superseded_by FROM turns WHERE conversation_id = ? AND position BETWEEN ? AND ? "
+            "AND superseded_by IS NOT NULL ORDER BY position", (conversation_id, start, end))]
+
+    # conversation keys per statement of `fork_links`: an IN list of 500 parameters, as
+    # tiers.cold's (well under SQLite's 32766); a namespace recall asks for a few dozen
+    FORK_LINKS_PER_READ: ClassVar[int] = 500
+
+    def fork_links(self, conversation_ids: Collection[str]) -> dict[str, tuple[str, int]]:
+        want = sorted({str(c) for c in conversation_ids})
+        out: dict[str, tuple[str, int]] = {}
+        for i in range(0, len(want), self.FORK_LINKS_PER_READ):
+            chunk = want[i:i + self.FORK_LINKS_PER_READ]
+            out.update((str(r[0]), (str(r[1]), int(r[2]))) for r in self._q(
+                "SELECT id, parent_id, fork_position FROM conversations WHERE id IN ("
+                + ", ".join(["?"] * len(chunk)) + ") AND parent_id IS NOT NULL AND fork_position IS NOT NULL",
+                chunk))
+        return out
+
     # superseding positions per statement of `turns_superseded_by`: an IN list of 500
     # parameters, as tiers.cold's (well under SQLite's 32766); a refresh asks for a few pops
     SUPERSEDED_BY_PER_READ: ClassVar[int] = 500

@@ -499,6 +499,21 @@ class ColdLog(Protocol):
         when given), by position and start."""
         ...
 
+    def superseded_within(self, conversation_id: str, *, start: int, end: int) -> list[tuple[int, int]]:
+        """(position, recorded `superseded_by`) of the turns from `start` to `end` (both
+        included) that a later turn superseded whole, in log order: what a caller's
+        checkpoint covering them was written before (planner.candidates `summary`). As
+        recorded (a popped correction still named: tiers.statements `Hidden` reads past
+        it). One range read of the conversation's turns, in the database."""
+        ...
+
+    def fork_links(self, conversation_ids: Collection[str]) -> dict[str, tuple[str, int]]:
+        """Of the conversation keys given, those a `fork` made: key -> (the parent's key,
+        the last position copied from it), as recorded when the fork was made (the
+        parent's key stays, also once the parent is erased). One read by primary key per
+        FORK_LINKS_PER_READ keys."""
+        ...
+
     def turns_superseded_by(self, conversation_id: str, by: Collection[int], *, start: int, end: int) -> list[int]:
         """The positions from `start` to `end` (both included) of the turns whose recorded
         `superseded_by` is one of `by`, in log order: what popped corrections had
