@@ -29,9 +29,9 @@ HOLD_S = 0.3  # another session holds the caller's row this long
 # the caller's own session: a role-like default (the URL's options) and its pool's SETs
 CALLERS_OPTIONS = "-c default_transaction_isolation=serializable"
 CALLERS_SETS = ("SET lock_timeout = '5s'; SET synchronous_commit = 'local'; SET hnsw.ef_search = 7; "
-                "SET hnsw.iterative_scan = strict_order")
+                "SET hnsw.iterative_scan = strict_order; SET idle_in_transaction_session_timeout = '7min'")
 SHOWN = ("lock_timeout", "default_transaction_isolation", "synchronous_commit", "search_path", "hnsw.ef_search",
-         "hnsw.iterative_scan")
+         "hnsw.iterative_scan", "idle_in_transaction_session_timeout")
 
 
 def settings(pool: ConnectionPool) -> dict[str, str | None]:
@@ -119,6 +119,8 @@ def test_the_callers_connection_keeps_its_own_settings(callers_pool: ConnectionP
         with store.reading() as c:  # inside tiermem's checkout: its own settings
             assert c.execute("SHOW lock_timeout").fetchone() == ("1ms",)
             assert c.execute("SHOW default_transaction_isolation").fetchone() == ("read committed",)
+            # the operation's deadline (60 s) and lock wait (1 ms): a paused writer's rows freed past it
+            assert c.execute("SHOW idle_in_transaction_session_timeout").fetchone() == ("60001ms",)
         operation(store, pg_url)
         assert settings(callers_pool) == before  # before: 1ms, read committed, off, tiermem's schema first
         # and the caller's UPDATE waits as it configured (before: LockNotAvailable after 1 ms)

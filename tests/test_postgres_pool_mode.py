@@ -9,6 +9,7 @@ mode ran other sessions' settings and lost its prepared statements (the PgBounce
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pydantic
@@ -112,10 +113,18 @@ def test_local_settings_are_all_set_local() -> None:
     store._search_path = '"s1", "public"'
     store._synchronous_commit = "off"
     store._lock_timeout_ms = 250
+    store.operation_timeout_s, store.maintenance_timeout_s = 2.0, 600.0
+    store._waits = threading.local()
     parts = store._local_sql().split("; ")
     assert all(p.startswith("SET LOCAL ") for p in parts), parts
     assert {p.split()[2] for p in parts} == {"search_path", "synchronous_commit", "hnsw.iterative_scan",
-                                             "hnsw.ef_search", "lock_timeout", "client_connection_check_interval"}
+                                             "hnsw.ef_search", "lock_timeout", "client_connection_check_interval",
+                                             "idle_in_transaction_session_timeout"}
     assert 'SET LOCAL search_path TO "s1", "public"' in parts
     assert "SET LOCAL lock_timeout TO 250" in parts
     assert f"SET LOCAL client_connection_check_interval TO {CLIENT_CHECK_INTERVAL_MS}" in parts
+    # a paused writer's transaction ended past the checkout's deadline: the operation's and
+    # its lock wait, the maintenance deadline's within _maintenance
+    assert "SET LOCAL idle_in_transaction_session_timeout TO 2250" in parts
+    with store._maintenance():
+        assert "SET LOCAL idle_in_transaction_session_timeout TO 600000" in store._local_sql().split("; ")

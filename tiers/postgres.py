@@ -102,6 +102,21 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   would have ended. So the store needs PostgreSQL 14 or later (MIN_SERVER_VERSION_NUM):
   an older server is refused at the store's first connection (ServerTooOld, naming its
   version and the minimum; its own pool or a caller's), before anything is written.
+- A transaction left idle by its client does not hold its locks for ever: every session
+  of the store has an `idle_in_transaction_session_timeout` (IDLE_IN_TRANSACTION_SETTING),
+  the length of the checkout's deadline (`operation_timeout_s` plus the lock wait; the
+  maintenance deadline's within `_maintenance`, for that checkout only), set where the
+  other settings are (at connect, SET LOCAL per checkout in transaction mode, a caller's
+  connection for the checkout, its value set back). A writer whose process is stopped
+  inside its transaction (SIGSTOP: docker pause, a frozen VM, a debugger; its watchdog
+  stopped with it) is ended by the server then, its transaction rolled back (nothing of
+  it written; resumed, it gets StoreUnavailable), and the conversation's other writers
+  go on; before, each failed busy at its lock_timeout for as long as it stayed stopped
+  (tests/test_postgres_paused_writer.py).
+- A catch-up (`index_pending`) stores its pool of vectors a batch per statement, each its
+  own transaction and checkout, committed and hooked before the next, so a server slower
+  than `operation_timeout_s` for a whole pool still stores it a batch at a time, and a
+  failure keeps the batches committed before it (tests/test_postgres_index_pool_deadline.py).
 - Keys (incarnations) are recorded in `conversation_keys`, never deleted from, so a key
   is never issued twice; names are unique per namespace.
 - Erasure deletes every row of a key from every table, derived or not, leaves a
@@ -362,6 +377,20 @@ CLIENT_CHECK_INTERVAL_MS = 1000
 # session: for each of tiermem's maintenance transactions only (ends with it)
 CLIENT_CHECK_SQL = f"SET client_connection_check_interval TO {CLIENT_CHECK_INTERVAL_MS}"
 CLIENT_CHECK_LOCAL_SQL = f"SET LOCAL client_connection_check_interval TO {CLIENT_CHECK_INTERVAL_MS}"
+# How long a session of the store may sit idle inside a transaction before the server ends
+# it (idle_in_transaction_session_timeout; the server's default, 0, is never): the length of
+# the checkout's own deadline (`_idle_in_transaction_ms`: operation_timeout_s plus the lock
+# wait, as `_deadline`), so it never ends a live operation its watchdog would not cut; under
+# `_maintenance`, the maintenance deadline's, for that checkout only. Before, a writer whose
+# process stopped between two statements of its transaction (SIGSTOP: docker pause, a frozen
+# VM, a debugger), its watchdog stopped with it, held what it had locked for as long as it
+# stayed stopped: a keyed append's conversation row, so every other writer of that
+# conversation failed busy at its lock_timeout, for ever (a killed writer's connection
+# closes, and its transaction rolls back). Now the server rolls the stopped one's
+# transaction back (nothing of it written) and closes its session; the writers behind it
+# go on. PostgreSQL takes at most INT_MAX milliseconds.
+IDLE_IN_TRANSACTION_SETTING = "idle_in_transaction_session_timeout"
+IDLE_IN_TRANSACTION_MAX_MS = 2**31 - 1
 # The oldest server the store runs on (libpq's server_version number: major * 10000 +
 # minor from PostgreSQL 10 on): client_connection_check_interval came with PostgreSQL 14,
 # and an older server refuses the SET (unrecognized configuration parameter). Refused when
@@ -449,7 +478,8 @@ DEFAULT_ISOLATION_SQL = f"SET default_transaction_isolation TO '{ISOLATION}'"
 # UPDATE failed after 1 ms (lock_timeout), its serializable transactions ran read
 # committed, its tables were looked up in tiermem's schema first.
 CALLER_SETTINGS = ("search_path", "synchronous_commit", "default_transaction_isolation", "lock_timeout",
-                   "hnsw.iterative_scan", "hnsw.ef_search", "statement_timeout", "client_connection_check_interval")
+                   "hnsw.iterative_scan", "hnsw.ef_search", "statement_timeout", "client_connection_check_interval",
+                   IDLE_IN_TRANSACTION_SETTING)
 # the caller's values; NULL where undefined (hnsw.*, before pgvector is loaded in the session)
 SAVE_CALLER_SETTINGS_SQL = "SELECT " + ", ".join(f"current_setting('{name}', true)" for name in CALLER_SETTINGS)
 # reclaim()'s VACUUM runs outside a transaction, where no SET LOCAL reaches: its deadline is
@@ -1284,7 +1314,7 @@ def lost_connection(exc: psycopg.OperationalError, conn: Conn | None) -> bool:
     return conn is not None and conn.closed
 
 
-def lost_detail(exc: psycopg.OperationalError) -> str:
+def lost_detail(exc: psycopg.Error) -> str:
     """StoreUnavailable's detail for a lost connection: the driver's error class, the
     SQLSTATE and the server's primary message where it sent one, never the driver's whole
     text (a libpq message can carry an earlier statement's "LINE 1: ..." excerpt)."""
@@ -1310,6 +1340,11 @@ def connection_lost_as_unavailable(where: str, conn: Callable[[], Conn | None]) 
     except psycopg.OperationalError as exc:
         if not lost_connection(exc, conn()):
             raise
+        raise StoreUnavailable(where, lost_detail(exc), connection_lost=True) from exc
+    except psycopg.errors.IdleInTransactionSessionTimeout as exc:
+        # the server ended the session of a transaction left idle past its limit
+        # (IDLE_IN_TRANSACTION_SETTING: its process was stopped), rolled back; the driver
+        # files it under class 25, not 08, and the connection is gone all the same
         raise StoreUnavailable(where, lost_detail(exc), connection_lost=True) from exc
 
 
@@ -1608,18 +1643,48 @@ class PostgresStore(SharedQueries):
             pgsql.Identifier(self.schema))).fetchone()
         return int(row[0])
 
-    def _session_sql(self) -> str:
+    def _session_sql(self, *, maintenance: bool = False) -> str:
+        """The settings of a session: `maintenance`, with the idle-in-transaction limit of
+        a checkout under `_maintenance` (IDLE_IN_TRANSACTION_SETTING)."""
         lock_timeout = "" if self._lock_timeout_ms is None else f"; SET lock_timeout TO {self._lock_timeout_ms}"
         return (f"SET search_path TO {self._search_path}; SET synchronous_commit TO {self._synchronous_commit}; "
                 f"SET hnsw.iterative_scan TO relaxed_order; SET hnsw.ef_search TO {HNSW_EF_SEARCH}"
-                f"{lock_timeout}")
+                f"{lock_timeout}; {self._idle_sql(maintenance=maintenance)}")
+
+    def _idle_in_transaction_ms(self, *, maintenance: bool) -> int:
+        """IDLE_IN_TRANSACTION_SETTING's value: the length of a checkout's deadline
+        (`_deadline`), an operation's or, `maintenance`, the maintenance deadline's."""
+        seconds = (self.maintenance_timeout_s if maintenance
+                   else self.operation_timeout_s + (self._lock_timeout_ms or 0) / MS_PER_S)
+        return min(math.ceil(seconds * MS_PER_S), IDLE_IN_TRANSACTION_MAX_MS)
+
+    def _idle_sql(self, *, maintenance: bool) -> str:
+        return f"SET {IDLE_IN_TRANSACTION_SETTING} TO {self._idle_in_transaction_ms(maintenance=maintenance)}"
 
     def _local_sql(self) -> str:
-        """`_session_sql` and the client check as SET LOCAL: the settings of one
-        transaction, for a pooler in transaction mode (POOL_MODES), sent as a checkout's
-        first statements (`_conn`) and again where a checkout begins another transaction."""
+        """`_session_sql` (for this thread's checkout: `_maintenance` or not) and the
+        client check as SET LOCAL: the settings of one transaction, for a pooler in
+        transaction mode (POOL_MODES), sent as a checkout's first statements (`_conn`) and
+        again where a checkout begins another transaction."""
+        maintenance = bool(getattr(self._waits, "maintenance", False))
         return "; ".join(part.replace("SET ", "SET LOCAL ", 1)
-                         for part in f"{self._session_sql()}; {CLIENT_CHECK_SQL}".split("; "))
+                         for part in f"{self._session_sql(maintenance=maintenance)}; {CLIENT_CHECK_SQL}".split("; "))
+
+    def _idle_limit_restored(self, conn: Conn) -> None:
+        """After a maintenance checkout of our pool's session (`_conn`): the operations'
+        idle-in-transaction limit set back before the pool has the connection again; a
+        connection it fails on is closed (the pool replaces it), never kept with the
+        maintenance deadline's. Never raises."""
+        if conn.closed or conn.broken:
+            return  # the pool replaces it
+        try:
+            if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+                conn.rollback()  # as the pool's return would
+            conn.execute(self._idle_sql(maintenance=False))
+        except psycopg.Error as exc:
+            log.warning("could not set the operations' %s back after a maintenance checkout (%s); closing the "
+                        "connection, so that the pool replaces it", IDLE_IN_TRANSACTION_SETTING, str(exc).strip())
+            conn.close()
 
     def _check_idle(self, conn: Conn) -> None:
         """At each checkout of our pool: a connection the server spoke on while it sat idle
@@ -1735,11 +1800,16 @@ class PostgresStore(SharedQueries):
             before_checkout = getattr(self._waits, "checkout_until", None)
             self._waits.checkout_until = until  # for a statement given a server deadline (reclaim)
             stack.callback(setattr, self._waits, "checkout_until", before_checkout)
+            maintenance = bool(getattr(self._waits, "maintenance", False))
             if not self._owns_pool:  # the caller's connection: ours for this checkout, then theirs again
-                stack.enter_context(self._borrowed(conn, f"{DEFAULT_ISOLATION_SQL}; {self._session_sql()}"))
+                stack.enter_context(self._borrowed(
+                    conn, f"{DEFAULT_ISOLATION_SQL}; {self._session_sql(maintenance=maintenance)}"))
                 self._register_vec(conn)
             elif self._per_transaction:  # the checkout's transaction begins (READ COMMITTED) with them
                 conn.execute(self._local_sql())
+            elif maintenance:  # our session's idle limit is the operations' (`_configure`): this checkout's
+                conn.execute(self._idle_sql(maintenance=True))
+                stack.callback(self._idle_limit_restored, conn)
             yield conn
 
     @contextlib.contextmanager
@@ -2315,49 +2385,68 @@ class PostgresStore(SharedQueries):
                 self._ensure_vec_dim(int(vecs.shape[1]), model)
             by_id = {int(r[2]): (r[0], int(r[1]), v) for r, v in zip(rows, vecs, strict=True)}
             ids = sorted(by_id)
-            # One statement for the pool (a round trip per batch, not two per turn), its
-            # own transaction. The turn rows' locks decide, taken in id order (two
-            # processes catching up the same turns never deadlock): a second process
-            # finds embedded = 1, an erased turn is gone; neither stores a vector.
+            # A statement per batch, each its own transaction and checkout (so its own
+            # operation deadline), committed and hooked before the next: a slow server
+            # still stores the pool a batch at a time. As one statement for the whole pool
+            # (16 batches), a pool that outlasted cold_operation_timeout_s was cut
+            # (StoreStalled), nothing of it stored, and every retry read the same pool and
+            # was cut again: the background catch-up never embedded a turn
+            # (tests/test_postgres_index_pool_deadline.py).
+            hooked: set[str] = set()  # the conversations with a turn stored by this pool
             try:
-                with self._tx() as c:
-                    # behind a process switching the model or width (`_ensure_vec_dim`),
-                    # whose switch the read after it, a statement of its own, then sees:
-                    # one opened later wins, and this model's vectors stored beside its
-                    # would mix two models unseen (same width; or, without the HNSW index's
-                    # cast during a bulk load, `drop_vector_index`, store another width)
-                    c.execute("SELECT pg_advisory_xact_lock_shared(hashtext(%s))", (self._vec_lock_key,))
-                    conflict = self._model_conflict(int(vecs.shape[1]), c)
-                    if conflict is not None:
-                        raise conflict
-                    done_ids = [int(r[0]) for r in self._statement(c, self._STORE_VECTORS, {
-                        "ids": ids, "vecs": [Vec(by_id[i][2]) for i in ids],
-                        "convs": sorted({by_id[i][0] for i in ids})})]
-            except psycopg.errors.DataException as exc:  # the index's cast to another width
-                conflict = self._width_conflict(int(vecs.shape[1]))
-                if conflict is not None:
-                    raise conflict from exc
-                raise
-            claims.release(ids, mine)  # committed: a read now finds embedded = 1
-            stored: list[tuple[str, int, np.ndarray]] = [by_id[i] for i in done_ids]
-            for start in range(0, len(stored), batch) if self.on_embedded is not None else ():
-                try:
-                    assert self.on_embedded is not None
-                    self.on_embedded(stored[start:start + batch])
-                except Exception:  # derived work: the vectors are stored, indexing goes on
-                    log.exception("after-embedding hook failed for %d turns; the next catch-up decides them",
-                                  len(stored[start:start + batch]))
-                    self._owed.owe(done_ids[start:start + batch])  # they are embedded: nothing else would
-            if stored and self.on_hooked is not None:
-                try:  # each conversation once the pool's hooks have all run (log order)
-                    self.on_hooked(sorted({s[0] for s in stored}))
-                except Exception:  # derived work, as the hook's: indexing goes on
-                    log.exception("after-pool hook failed; the next catch-up's runs again")
+                for first in range(0, len(ids), batch):
+                    done_ids = self._store_vector_batch(ids[first:first + batch], by_id, int(vecs.shape[1]), mine)
+                    stored: list[tuple[str, int, np.ndarray]] = [by_id[i] for i in done_ids]
+                    hooked.update(turn[0] for turn in stored)
+                    if stored and self.on_embedded is not None:
+                        try:
+                            self.on_embedded(stored)
+                        except Exception:  # derived work: the vectors are stored, indexing goes on
+                            log.exception("after-embedding hook failed for %d turns; the next catch-up decides them",
+                                          len(stored))
+                            self._owed.owe(done_ids)  # they are embedded: nothing else would
+            finally:  # also when a later batch failed: those stored are hooked, their rechecks due
+                if hooked and self.on_hooked is not None:
+                    try:  # each conversation once the pool's hooks have all run (log order)
+                        self.on_hooked(sorted(hooked))
+                    except Exception:  # derived work, as the hook's: indexing goes on
+                        log.exception("after-pool hook failed; the next catch-up's runs again")
             self._deciding.release([(r[0], int(r[1])) for r in rows], undecided)  # hooked (or another's to hook)
             done += len(rows)
             if progress is not None:
                 progress(len(rows))
         return done
+
+    def _store_vector_batch(self, ids: list[int], by_id: dict[int, tuple[str, int, np.ndarray]], dim: int,
+                            mine: set[int]) -> list[int]:
+        """One batch of a catch-up's pool (`ids`, in id order) stored in one statement, its
+        own transaction; its claims released once committed. The ids of the turns it
+        stored, in id order (log order within a conversation): one already embedded, or
+        erased, is not."""
+        # The turn rows' locks decide, taken in id order (two processes catching up the same
+        # turns never deadlock): a second process finds embedded = 1, an erased turn is
+        # gone; neither stores a vector.
+        try:
+            with self._tx() as c:
+                # behind a process switching the model or width (`_ensure_vec_dim`), whose
+                # switch the read after it, a statement of its own, then sees: one opened
+                # later wins, and this model's vectors stored beside its would mix two models
+                # unseen (same width; or, without the HNSW index's cast during a bulk load,
+                # `drop_vector_index`, store another width)
+                c.execute("SELECT pg_advisory_xact_lock_shared(hashtext(%s))", (self._vec_lock_key,))
+                conflict = self._model_conflict(dim, c)
+                if conflict is not None:
+                    raise conflict
+                done_ids = [int(r[0]) for r in self._statement(c, self._STORE_VECTORS, {
+                    "ids": ids, "vecs": [Vec(by_id[i][2]) for i in ids],
+                    "convs": sorted({by_id[i][0] for i in ids})})]
+        except psycopg.errors.DataException as exc:  # the index's cast to another width
+            conflict = self._width_conflict(dim)
+            if conflict is not None:
+                raise conflict from exc
+            raise
+        self._claims.release(ids, mine)  # committed: a read now finds embedded = 1
+        return done_ids
 
     def _owed_record(self, keys: list[str], mark: str) -> None:
         """tiers.owed's rows, and its mark that sends the other processes to read them."""
