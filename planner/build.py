@@ -19,7 +19,11 @@ Invariants:
   give way, then its tool outputs are trimmed further, one allowance shared among them
   (`fit_round`), and where not even the least trim fits the call fails with
   `BudgetTooSmall` naming the round: never the question without it (the model would call
-  its tools again). The tail's rows are read back as far as that round's call for it.
+  its tools again). A round the question came after is the exception: not the model's
+  pending loop (an agent's run that ended before its reply was stored leaves the same
+  rows), it never refuses the question: where not even the least trim fits, it is left
+  out, named in `plan.left_out`, and the question is sent as without it. The tail's rows
+  are read back as far as that round's call for it (after a clear, never past it).
 - An assistant message with tool calls is never separated from its tool results.
 - Order is prefix-stable, what changes least first: system, pinned, summary, the recent
   tail, then the per-turn part: the retrieved turns, then the latest user message
@@ -590,6 +594,7 @@ class Planner:
         if system:
             fixed_msgs.append({"role": "system", "content": system})
         tail_rows = self.cold.tail_turns(conv, self.candidates.tail_scan(call.table, budget))
+        top = tail_rows[-1].position if tail_rows else -1  # the newest row, hidden or not
         tail_msgs = {m.position: m for m in self.candidates.messages(conv, [r.position for r in tail_rows], hot)}
         # control rows (tiers.formats: a retraction, a clear) hide items from every slice
         # and are never sent themselves; a retraction can name an item long out of the tail
@@ -621,11 +626,13 @@ class Planner:
                 tail_rows = more
             # the latest user message the newest row, tool results right before it (the
             # results it came with: planner.pack `loop_after`): that round is the latest,
-            # read back the same way until its call is in
-            n = len(tail_rows)
+            # read back the same way until its call (the row before those results) is in,
+            # and no further: never past the latest clear, whose rows are not active (the
+            # round before it, which a clear leaves none of, read the whole log each call)
+            n, reach = len(tail_rows), top - cleared
             while (tail_rows[-1].position == latest_user and len(tail_rows) > 1 and tail_rows[-2].role == "tool"
-                   and not _round_call_read(tail_rows[:-1]) and n <= tail_rows[-1].position):
-                n *= 2
+                   and not _results_call_read(tail_rows) and n < reach):
+                n = min(2 * n, reach)
                 more = self.cold.tail_turns(conv, n)
                 more = [r for r in more if r.position > cleared and r.position not in hidden]
                 tail_msgs.update({m.position: m for m in self.candidates.messages(
@@ -1635,6 +1642,16 @@ class Planner:
         while out and base + message_tokens(self.tokens, self.render.block("retrieved", out, conv)) > budget:
             out.pop()  # the estimate shared a heading a line; the exact count decides
         return out
+
+
+def _results_call_read(rows: list[TurnRow]) -> bool:
+    """Whether the tail rows `rows` (oldest first, the latest user message last) hold the
+    row before the tool results that precede that message: their call, which a result
+    is never sent without (`_fixed` reads back until it is in)."""
+    i = len(rows) - 2
+    while i >= 0 and rows[i].role == "tool":
+        i -= 1
+    return i >= 0
 
 
 def _round_call_read(rows: list[TurnRow]) -> bool:

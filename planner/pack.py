@@ -80,6 +80,15 @@ DROPPED = "dropped to meet the exact budget"
 ROUND_MIN_RESULT_TOKENS = 16
 ROUND_TRIMMED = ("the latest tool round: its outputs trimmed to {limit} tokens each (the room it had, "
                  "shared among them) so that the model is shown the results of the calls it made")
+# A round the latest user message came after, no reply between (`loop_after`), that does
+# not fit even at ROUND_MIN_RESULT_TOKENS an output: left out, the question sent as before.
+# Not the model's own pending loop: an agent's run that ended before its reply was stored
+# (a crash, a turn limit, a stop) leaves the same rows, and the user's next, unrelated
+# question must not be refused for a round of a run that is over
+ROUND_UNANSWERED = ("the tool round before the latest user message, which no reply answered (results sent "
+                    "with the question, or a run that ended before its reply was stored)")
+ROUND_UNANSWERED_LEFT_OUT = (f"{ROUND_UNANSWERED}: it does not fit the room even with its outputs trimmed to "
+                             f"{ROUND_MIN_RESULT_TOKENS} tokens each, so the question is sent without it")
 GAVE_WAY = ("gave way to the latest tool round (the model's latest tool calls and their results, "
             "which it must be shown or it calls the tools again)")
 # A round trims its outputs to the largest allowance that fits, found by bisection: each try
@@ -120,6 +129,9 @@ class Packing:
         self.round_trim: int | None = None
         # the pins and older tail units fit_round released for the latest round (their left_out reason)
         self.gave_way: set[tuple[str, int]] = set()
+        # the units of a round the question came after (`loop_after`) left out as too large
+        # even at the least trim (their left_out reason, ROUND_UNANSWERED_LEFT_OUT)
+        self.unanswered_left_out: set[tuple[str, int]] = set()
 
     def fill(self, caps: dict[str, int], plan: Plan, tail_rows: list[TurnRow], table: TurnTable,
              tail_anchor: int, fill_to: int = 0, *, kept_from: int | None = None,
@@ -228,6 +240,15 @@ class Packing:
         pool, chosen = self.pools["tail"], self.chosen
         # the round (newest first), and the pins and older turns that give way to it
         round_ = [c for c in chosen["tail"] if c.position >= start] + [c for c in pool if c.position >= start]
+        if self.loop_after != self.latest_user and (
+                sum(retrim(c, ROUND_MIN_RESULT_TOKENS).tokens for c in round_)
+                > self.remaining + self.used["tail"] + self.used["pinned"]):
+            # a round the question came after, no reply between, not the model's pending
+            # loop: too large for the whole room even at the least trim (a big call's
+            # arguments, which are never trimmed, or many calls), it never refuses the
+            # question: left out, nothing given way to it, the tail as chosen
+            self.leave_unanswered(round_)
+            return
         older = [c for c in chosen["tail"] if c.position < start]
         self.pools["tail"] = sorted(older + [c for c in pool if c.position < start], key=lambda c: -c.position)
         self.pools["pinned"] = chosen["pinned"] + self.pools["pinned"]
@@ -273,6 +294,13 @@ class Packing:
         chosen["tail"] = best
         self.used["tail"] = sum(c.tokens for c in best)
         self.remaining -= self.used["tail"]
+
+    def leave_unanswered(self, units: Sequence[Candidate]) -> None:
+        """Leave out the round the latest user message came after (`loop_after`): the
+        current loop is again after that message (none), so the round's units are older
+        tail units that `drop_one` may drop, named in `plan.left_out` as too large."""
+        self.unanswered_left_out |= {(c.conversation_id, c.position) for c in units}
+        self.loop_after = self.latest_user
 
     def grow_tail(self, extra: int, held_back: frozenset[int] = frozenset(), pins_once: bool = False,
                   size: Callable[[Candidate], int] | None = None) -> None:
@@ -412,7 +440,9 @@ class Packing:
             for c in self.pools[s][:PLAN_LEFT_OUT_PER_SLICE]:
                 if (c.conversation_id, c.position) in shown:
                     continue
-                why = (GAVE_WAY if (c.conversation_id, c.position) in self.gave_way
+                key = (c.conversation_id, c.position)
+                why = (ROUND_UNANSWERED_LEFT_OUT if key in self.unanswered_left_out
+                       else GAVE_WAY if key in self.gave_way
                        else "did not fit its share of the budget: " + c.reason)
                 out.append(PlanItem(s, c.conversation_id, c.group or [c.position], c.tier, c.fidelity,
                                     c.tokens, c.score, why))
@@ -474,7 +504,9 @@ class Packing:
         unit but those of the latest tool round (an older round of the loop gives way,
         oldest first), then the lowest-priority pin; never a unit of the latest round
         (`round_units`: the model would call its tools again), so a latest round that does
-        not fit is the budget's error."""
+        not fit is the budget's error; but for a round the question came after, no reply
+        between (`loop_after`: not the model's pending loop), which goes last, after the
+        pins: the question is then sent without it, never refused for it."""
         chosen = self.chosen
         for s in ("retrieved", "summary"):
             if chosen[s]:
@@ -493,6 +525,13 @@ class Packing:
             victim = min(chosen["pinned"], key=lambda c: (c.score, c.position))
             chosen["pinned"].remove(victim)
             plan.left_out.append(victim.item(DROPPED))
+            return True
+        if self.loop_after != self.latest_user and loop:
+            units = self.round_units()
+            for c in units:
+                chosen["tail"].remove(c)
+                plan.left_out.append(c.item(f"{DROPPED}: {ROUND_UNANSWERED}, so the question is sent without it"))
+            self.loop_after = self.latest_user  # no current loop left: nothing more is kept from drop_one
             return True
         return False
 
