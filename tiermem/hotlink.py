@@ -36,7 +36,11 @@ what to do when Redis is gone.
   process's own writes evict under its own settings, and the mismatch is logged once.
 - Pin and unpin write into a set only of this log's generation: in a Redis shared with
   another database, a set under the same key that is not ours is left alone (the next
-  read rebuilds ours from the log, pin included). Stats count only our sets.
+  read rebuilds ours from the log, pin included). Stats count only our sets. The
+  price of such sharing (two stores pointed at one Redis by mistake) is a rebuild per
+  call of every like-named conversation, each overwriting the other's set: a process
+  warns of it once per conversation (`_note_foreign`), naming the cause and the remedy
+  (a Redis database or server per store).
 - Redis errors never escape: appends stay committed in the cold log, reads fall back
   to the log and report `degraded`, and the next successful call recovers. A Redis at
   `maxmemory` under noeviction is one of them: it refuses each writing script whole
@@ -52,7 +56,11 @@ what to do when Redis is gone.
   ask it themselves, at most once per WRITES_RECHECK_INTERVAL_S: the writing scripts'
   first step alone (HotTier.check_writes) succeeding ends it, so a process whose reads
   write nothing recovers too, once memory frees or the replica is a primary again
-  (a failover back, REPLICAOF NO ONE). Until then, out of memory, they run the deferred
+  (a failover back, REPLICAOF NO ONE). A Redis that cannot persist (MISCONF: a failed
+  RDB save under stop-writes-on-bgsave-error, an AOF it cannot write) is handled as a
+  replica is (HotNotPersisting): it refuses every write, DEL included, answers reads
+  (though the read script, which renews the sets' TTL, is a write), and recovers once a
+  save succeeds. Until then, out of memory, they run the deferred
   purge of erased conversations' keys (`on_recover`: Redis lets DEL through when full,
   and it frees memory); a replica refuses DEL too, so there the purge waits for the
   recovery.
@@ -67,13 +75,21 @@ what to do when Redis is gone.
   Redis Cluster too, whose client redis-py cannot build while no node answers: the
   link opens with a stand-in (tiers.hot DeferredCluster) that builds it at the first
   command the cluster answers, and until then each call degrades to the log.
+- Redis refusing every command for a while (HotBusy: BUSY, another client's script
+  running past lua-time-limit; TRYAGAIN, a Cluster slot migrating) is an outage too: one
+  warning, calls answer from the log, and the next command Redis answers ends it. Such
+  refusals say nothing against a set: none is dropped or rebuilt for them, however they
+  come (a script's, a plain command's, a pipeline's).
 - While the link is degraded, the other users of its Redis (the warm tier's view cache,
   the planner's epoch states) leave it alone (`healthy`), so a call waits out a slow or
   dead Redis once, in its hot read, not once per user.
 - Nor does any other failure of the hot tier (a reply no code path expects: a script
   error on a key of the wrong type, a garbled field): the
   conversation's set cannot be trusted, so it is dropped and rebuilt from the log, and
-  should that fail too the call degrades as in an outage. An append is acknowledged
+  should that fail too the call degrades as in an outage. Not so a rebuild's set that
+  Redis dropped before the rebuild read it back (HotStale STALE_DROPPED: evicted under
+  maxmemory, volatile-lru, flushed): Redis is up and nothing was wrong with it; the
+  call answers from the log and the next read rebuilds it (one INFO line). An append is acknowledged
   once the log has committed it, whatever the hot tier does after.
 - The cold log busy (a lock held past busy_timeout_ms: an operator's LOCK TABLE, an
   erasure's VACUUM FULL; `cold_busy`) is neither: it is not Redis's failure and says
@@ -136,9 +152,12 @@ from tiermem.hot_restored import (
 )
 from tiermem.tiers.errors import (
     STALE_AHEAD,
+    STALE_DROPPED,
     STALE_GAP,
     STALE_PINS,
     HotAccessDenied,
+    HotBusy,
+    HotNotPersisting,
     HotOutOfMemory,
     HotReadOnly,
     HotStale,
@@ -195,6 +214,14 @@ PIN_GAP_FIRST_WAIT_S = 0.0005  # the first wait; each next one doubles, up to wh
 # conversations whose hot set and epoch state one pipelined round trip deletes after the
 # store recounted its turns' tokens (`drop_counted`): 7 keys each, one DEL per conversation
 DROP_COUNTED_PIPELINE = 500
+# `staleness`'s reasons (besides tiers.errors STALE_PINS): a set whose last turn is not
+# the log's at its position (rebuilt), and one the log has turns past (caught up)
+STALE_DIVERGED = "diverged"
+# conversations whose set, written by another database, a HotLink warns of overwriting
+# (`_note_foreign`: two stores sharing one Redis); past them it warns of no more, so the
+# memory and the log lines stay bounded however many conversations the stores share
+FOREIGN_WARNED_MAX = 100
+STALE_BEHIND = "behind"
 
 # Failures that mean "Redis cannot be relied on right now": the hot tier degrades to the
 # log for this call and recovers on a later one. HotStateLost is Redis losing a rebuild's
@@ -206,12 +233,16 @@ DROP_COUNTED_PIPELINE = 500
 # below are among them too (redis-py's AuthenticationError is a ConnectionError). So is a
 # Redis Cluster no node of which answers (RedisClusterUnreachableError, which is no
 # RedisError: a command's, or building the client's while it opened down, tiers.hot
-# DeferredCluster), as a single Redis that refuses connections is.
+# DeferredCluster), as a single Redis that refuses connections is. HotBusy is Redis
+# refusing every command for now (BUSY: another client's script past lua-time-limit;
+# TRYAGAIN: a Cluster slot migrating), HotNotPersisting every write while it cannot save
+# (MISCONF): before they were listed, each call logged them at ERROR with a traceback, twice
+# (the set taken for corrupt, dropped and rebuilt, which Redis refused too; review r_redis).
 REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
                                                  redis.exceptions.ClusterDownError,
                                                  redis.exceptions.RedisClusterUnreachableError, OSError, HotStateLost,
-                                                 HotOutOfMemory, HotReadOnly, HotAccessDenied,
-                                                 redis.exceptions.NoPermissionError)
+                                                 HotOutOfMemory, HotReadOnly, HotAccessDenied, HotBusy,
+                                                 HotNotPersisting, redis.exceptions.NoPermissionError)
 # ... and a pipeline's refusal, which comes as a plain reply error (`drop_counted`)
 DROP_COUNTED_ERRORS: tuple[type[BaseException], ...] = (*REDIS_ERRORS, redis.exceptions.ResponseError)
 # Redis refusing tiermem itself (a wrong or missing password, an ACL user without a
@@ -224,12 +255,17 @@ MISCONFIGURED: tuple[type[BaseException], ...] = (redis.exceptions.Authenticatio
 # soon enough for /healthz and the deferred purge, rare enough to cost nothing per read
 WRITES_RECHECK_INTERVAL_S = 2.0
 # The refusals of writes that end without the operator touching tiermem (memory frees, a
-# failover back), which the link therefore rechecks by itself; a misconfiguration waits
-# for a write, as the operator has to act first
-RECHECKED_REFUSALS: tuple[type[BaseException], ...] = (HotOutOfMemory, HotReadOnly)
-# Redis refusing writes while it may still answer reads and PINGs (out of memory, a
-# replica, an ACL user allowed only some commands): only a write ends them
-WRITES_REFUSED: tuple[type[BaseException], ...] = (HotOutOfMemory, HotReadOnly, *MISCONFIGURED)
+# failover back, a save that succeeds again), which the link therefore rechecks by itself;
+# a misconfiguration waits for a write, as the operator has to act first
+RECHECKED_REFUSALS: tuple[type[BaseException], ...] = (HotOutOfMemory, HotReadOnly, HotNotPersisting)
+# Redis refusing writes while it may still answer reads (out of memory, a replica, a
+# Redis that cannot persist, an ACL user allowed only some commands): only a write ends
+# them. A Redis that cannot persist is handled as a replica is: it serves reads (the sets
+# as written before, which the tips and pin versions check against the log as ever) and
+# refuses every write, DEL included (so the deferred purge of erased conversations'
+# keys waits for the recovery), and it ends by itself. Busy (HotBusy) is not among them:
+# it refuses reads too, so the next read Redis answers ends it, as after an outage.
+WRITES_REFUSED: tuple[type[BaseException], ...] = (HotOutOfMemory, HotReadOnly, HotNotPersisting, *MISCONFIGURED)
 
 
 @dataclass(frozen=True)
@@ -303,6 +339,9 @@ class HotLink:
         # eviction rules (_sync)
         self._rules_rebuilt: set[str] = set()
         self._rules_mismatch_logged = False
+        # conversations whose set of another database this process overwrote, warned of
+        # once each (`_note_foreign`), up to FOREIGN_WARNED_MAX
+        self._foreign_warned: set[str] = set()
         # the hot sets and epoch states hold counts of the store's former tokenizer, not yet
         # dropped (`drop_counted`: Redis failed it)
         self._counted_owed = False
@@ -538,6 +577,17 @@ class HotLink:
         blame (module docstring)."""
         if cold_failure(exc):
             raise exc
+        if isinstance(exc, HotStale) and exc.reason == STALE_DROPPED:
+            # a rebuild's set that Redis dropped at once (evicted under maxmemory, flushed):
+            # Redis is up and the set was sound; this call answers from the log, the next
+            # read rebuilds it
+            log.info("hot set of %s was dropped by Redis right after its rebuild (evicted under maxmemory?); "
+                     "its next read rebuilds it", conversation_id)
+            return None
+        refused = refusal("command", exc) if isinstance(exc, redis.exceptions.ResponseError) else None
+        if refused is not None:  # a plain command's refusal (BUSY, MISCONF, ...): not the set's fault
+            self._fail(refused)
+            return None
         log.error("hot set of %s failed unexpectedly; rebuilding it from the log", conversation_id,
                   exc_info=exc)
         self.last_error = f"{type(exc).__name__}: {exc}"
@@ -683,6 +733,8 @@ class HotLink:
         # pins_behind: a pin or unpin of another process reached Redis while this set was
         # being rebuilt from rows read before it (tiers.hot, pin stamps)
         if hs is None or hs.generation != gen or hs.pins_behind:
+            if hs is not None:
+                self._note_foreign(conversation_id, hs.generation)
             return self._rebuild(conversation_id), True, True
         tier = self.tier
         kept = (hs.budget, hs.head_protect, hs.tail_protect, hs.eviction_bias)
@@ -699,6 +751,46 @@ class HotLink:
                 log.warning("another process sharing this Redis writes hot sets under %s (this one: %s); every "
                             "process should use one hot_budget_tokens, head_protect, tail_protect and "
                             "eviction_bias", _rules_text(kept), _rules_text(configured))
+        stale, rows, version, prev_tip = self._against_log(conversation_id, hs)
+        if stale is not None:
+            return self._rebuild(conversation_id), True, True
+        if rows:
+            turns, tip = self._hot_turns(conversation_id, rows)
+            try:
+                # prev_tip again: another process may have replaced the set since the read
+                self._count(self.tier.admit_many(conversation_id, turns, generation=gen, tip=tip,
+                                                 prev_tip=prev_tip, log_pins=self._admitted_pins(rows, version)))
+            except HotStale:
+                return self._rebuild(conversation_id), True, True
+            return self.tier.read(conversation_id) or self._rebuild(conversation_id), False, True
+        return hs, False, False
+
+    def _note_foreign(self, conversation_id: str, stored_generation: str | None) -> None:
+        """Before a rebuild overwrites a set of `stored_generation`: when another database
+        wrote it (its generation names another db uuid), warn once per conversation (up to
+        FOREIGN_WARNED_MAX): two stores pointed at one Redis by mistake share the keys of
+        their like-named conversations, and each call of either rebuilds the other's set
+        from its log, silently (review r_redis s4c: every call a rebuild, a context
+        91 -> 214 ms). Never raises."""
+        if not stored_generation or stored_generation.partition(":")[0] == self.cold.db_uuid:
+            return  # none, or ours (an older incarnation of the conversation, a restore)
+        with self._lock:
+            if conversation_id in self._foreign_warned or len(self._foreign_warned) >= FOREIGN_WARNED_MAX:
+                return
+            self._foreign_warned.add(conversation_id)
+            last = len(self._foreign_warned) == FOREIGN_WARNED_MAX
+        log.warning("hot set of %s in %s was written by another tiermem database (%s; this one %s) and is "
+                    "rebuilt from this one's log: two stores share one Redis, so each rebuilds the other's "
+                    "sets of like-named conversations on every call (a full rebuild from the log each); give "
+                    "each store its own Redis database or server (redis_url, e.g. redis://host:6379/1)%s",
+                    conversation_id, self.shown_url, stored_generation.partition(":")[0], self.cold.db_uuid,
+                    f"; no more conversations are named ({FOREIGN_WARNED_MAX} were)" if last else "")
+
+    def _against_log(self, conversation_id: str, hs: HotSet) -> tuple[str | None, list[TurnRow], int, str]:
+        """The set `hs` of this log's generation against the log as it stands, writing
+        nothing: why it must be rebuilt (STALE_DIVERGED, STALE_PINS; None: it need not be),
+        the log's turns it lacks (to admit), the log's pin version, and the fingerprint of
+        the log's turn at the set's last position ('' for an empty set)."""
         # The log from the set's last position on: its first row must be the very turn the
         # set ends with (module docstring: a set ahead of the log, or from a discarded
         # timeline, is rebuilt); the rest, if any, are the appends the set missed.
@@ -709,23 +801,39 @@ class HotLink:
             head = rows[0] if rows and rows[0].position == hs.last_position else None
             prev_tip = turn_fingerprint(head.content_hash, head.created_at) if head is not None else ""
             if head is None or prev_tip != hs.tip:
-                return self._rebuild(conversation_id), True, True
+                return STALE_DIVERGED, [], version, prev_tip
             rows = rows[1:]
-        if rows:
-            turns, tip = self._hot_turns(conversation_id, rows)
-            try:
-                # prev_tip again: another process may have replaced the set since the read
-                self._count(self.tier.admit_many(conversation_id, turns, generation=gen, tip=tip,
-                                                 prev_tip=prev_tip, log_pins=self._admitted_pins(rows, version)))
-            except HotStale:
-                return self._rebuild(conversation_id), True, True
-            return self.tier.read(conversation_id) or self._rebuild(conversation_id), False, True
         # The log's pin version, read after the set: one the set has not reached is a pin
         # change whose script never ran (or has not yet); one past it, a set of another
-        # timeline of the log (tiers.hot, pin versions)
-        if hs.pin_version != version:
-            return self._rebuild(conversation_id), True, True
-        return hs, False, False
+        # timeline of the log (tiers.hot, pin versions). With turns to admit, the admit
+        # checks it (`_admitted_pins`).
+        if not rows and hs.pin_version != version:
+            return STALE_PINS, [], version, prev_tip
+        return None, rows, version, prev_tip
+
+    def staleness(self, conversation_id: str, hs: HotSet) -> str | None:
+        """Why the stored set `hs` (as `HotTier.read` gave it) is not the log's
+        conversation as it stands, by the checks the next read makes (`_sync`), writing
+        nothing: 'generation' (another database's or an older incarnation's set),
+        'pins_behind' (a pin raced its rebuild), STALE_DIVERGED (its last turn is not the
+        log's: restored from an older snapshot, or ahead of the log), STALE_PINS (it
+        missed a pin change), STALE_BEHIND (the log has turns it lacks: the next read
+        admits them); None when it is current. A set built under other settings is not
+        named: the next read rebuilds it only once per process (`_sync`)."""
+        if hs.generation != self.generation(conversation_id):
+            return "generation"
+        if hs.pins_behind:
+            return "pins_behind"
+        stale, rows, version, _ = self._against_log(conversation_id, hs)
+        if stale is not None or not rows:
+            return stale
+        # turns to admit: the admit checks the set's pin version against the changes of
+        # the log before theirs (`_admitted_pins`; tiers.hot, pin versions), refusing a set
+        # that misses one (or holds one the log has not: another timeline) for a rebuild
+        pins = self._admitted_pins(rows, version)
+        if hs.pin_version is not None and not pins.before <= hs.pin_version <= pins.after:
+            return STALE_PINS
+        return STALE_BEHIND
 
     @staticmethod
     def _admitted_pins(rows: Sequence[TurnRow], now: int) -> LogPins:
@@ -755,10 +863,11 @@ class HotLink:
             try:
                 res = self.tier.admit_many(conversation_id, turns, generation=gen, tip=tip, prev_tip=prev_tip,
                                            log_pins=self._admitted_pins(rows, version))
-            except HotStale:
+            except HotStale as stale:
                 # the stored set missed appends (Redis was down, or another process's
                 # admit raced ours) or a pin change (tiers.hot, pin versions): the log
                 # has them all, replay it
+                self._note_foreign(conversation_id, stale.stored_generation)
                 self._rebuild(conversation_id)
                 self._ok()
                 return None
@@ -1021,7 +1130,13 @@ class HotLink:
         conversation's keys (one hash slot per script)."""
         healthy = True
         try:
-            self.client.ping()
+            try:
+                self.client.ping()
+            except redis.exceptions.ResponseError as exc:  # BUSY, MISCONF (which refuses PING too)
+                refused = refusal("PING", exc)
+                if refused is None:
+                    raise
+                raise refused from exc
             self._ok(wrote=False)
             self._recheck_writes()
         except REDIS_ERRORS as exc:

@@ -290,6 +290,46 @@ class HotAccessDenied(TiermemError, RuntimeError):
                          f"the ACL user's commands and key patterns): {detail}")
 
 
+class HotBusy(TiermemError, RuntimeError):
+    """Redis refused a hot-tier command for now, having run nothing: BUSY (another
+    client's script or function runs past `lua-time-limit`, and Redis answers every other
+    command so until it ends or is killed) or TRYAGAIN (a Redis Cluster slot migrating
+    under a multi-key command). Both end by themselves, and reads are refused as writes
+    are; like a connection error, this says Redis cannot be relied on right now, not that
+    the request or the set was wrong."""
+
+    def __init__(self, what: str, code: str, detail: str) -> None:
+        self.what = what
+        self.code = code
+        cause = BUSY_CAUSE if code == BUSY_CODE else TRYAGAIN_CAUSE
+        super().__init__(f"Redis cannot run the hot tier's {what} now ({code}: {cause}), nothing was written: "
+                         f"{detail}")
+
+
+# Redis's reply codes for HotBusy, and what each says of the server
+BUSY_CODE = "BUSY"
+TRYAGAIN_CODE = "TRYAGAIN"
+BUSY_CAUSE = "another client's script runs past lua-time-limit"
+TRYAGAIN_CAUSE = "a Redis Cluster slot is migrating"
+
+
+class HotNotPersisting(TiermemError, RuntimeError):
+    """Redis refused a hot-tier write with MISCONF: it cannot persist (an RDB save failed
+    under `stop-writes-on-bgsave-error yes`, or the AOF cannot be written: a full disk, an
+    unwritable dir) and refuses every write, and PING, until a save succeeds; plain
+    reads go on, as on a replica (HotReadOnly; the hot tier's read script renews TTLs, a
+    write, so it is refused too). Nothing was written; like a connection error, this says
+    Redis cannot be relied on right now, not that the request was wrong."""
+
+    def __init__(self, what: str, detail: str) -> None:
+        self.what = what
+        super().__init__(f"Redis cannot persist to disk and refuses writes (MISCONF: a failed RDB save or AOF "
+                         f"write; see its log), the hot tier's {what} wrote nothing: {detail}")
+
+
+# HotStale's reason for a set that Redis dropped right after a rebuild wrote it (evicted
+# under maxmemory, expired, flushed): nothing is wrong with it, the next read rebuilds it
+STALE_DROPPED = "dropped during rebuild"
 # HotStale's reason for a pin or unpin of a position the set has not admitted yet
 # (tiers.hot): the set is sound, only behind, so the caller catches it up, not rebuilds it
 STALE_AHEAD = "ahead"

@@ -169,12 +169,18 @@ from redis.exceptions import (
     ReadOnlyError,
     RedisClusterUnreachableError,
     ResponseError,
+    TryAgainError,
 )
 from redis.retry import Retry
 
 from tiermem.tiers.errors import (
+    BUSY_CODE,
     STALE_AHEAD,
+    STALE_DROPPED,
+    TRYAGAIN_CODE,
     HotAccessDenied,
+    HotBusy,
+    HotNotPersisting,
     HotOutOfMemory,
     HotReadOnly,
     HotStale,
@@ -250,6 +256,13 @@ READONLY_REPLY = "READONLY"
 # it inside a script too), and Redis 6.2's words for it inside a script
 NOPERM_REPLY = "NOPERM"
 SCRIPT_NOPERM_REPLY = "The user executing the script can't run this command"
+# Redis refusing any command for now (another client's script past lua-time-limit: BUSY; a
+# Cluster slot migrating: TRYAGAIN) or every write while it cannot persist (MISCONF): the
+# reply's code, at the start of a command's reply or, inside a script's error, after
+# Redis's own prefix (6.2: "... @user_script:2: -MISCONF ..."). Whole words: BUSYKEY (a
+# RESTORE's target exists) is none of them.
+BUSY_REPLY = re.compile(rf"(?:^|[\s:-])({BUSY_CODE}|{TRYAGAIN_CODE})\b")
+MISCONF_REPLY = re.compile(r"(?:^|[\s:-])MISCONF\b")
 
 APPLY_LUA = OOM_PROBE_LUA + r"""
 -- KEYS[1] meta hash, KEYS[2] position zset, KEYS[3] tokens hash, KEYS[4] payload hash,
@@ -944,9 +957,17 @@ ACCESS_PROBE_ID = "access-check"
 def refusal(what: str, exc: ResponseError) -> TiermemError | None:
     """The error for a reply by which Redis refused `what` as a whole, having written
     nothing: out of memory (HotOutOfMemory), a read-only replica (HotReadOnly), a
-    command or key the ACL user may not use (HotAccessDenied); None for any other reply.
-    A script's refusal may come as a plain ResponseError carrying the code in its text."""
+    command or key the ACL user may not use (HotAccessDenied), busy (HotBusy), unable to
+    persist (HotNotPersisting); None for any other reply.
+    A script's refusal may come as a plain ResponseError carrying the code in its text.
+    Redis refusing it for now (HotBusy: BUSY, TRYAGAIN) or refusing writes while it cannot
+    persist (HotNotPersisting: MISCONF) is one too: the set is not to blame."""
     text = str(exc)
+    busy = BUSY_REPLY.search(text)
+    if isinstance(exc, TryAgainError) or busy is not None:
+        return HotBusy(what.removesuffix(SCRIPT_SUFFIX), busy.group(1) if busy else TRYAGAIN_CODE, text)
+    if MISCONF_REPLY.search(text) is not None:
+        return HotNotPersisting(what.removesuffix(SCRIPT_SUFFIX), text)
     if isinstance(exc, OutOfMemoryError) or OOM_REPLY in text:  # only a script's (DEL is let through)
         return HotOutOfMemory(what.removesuffix(SCRIPT_SUFFIX), text)
     if isinstance(exc, ReadOnlyError) or READONLY_REPLY in text:
@@ -1391,7 +1412,8 @@ class HotTier:
     def pin_stamp(self, conversation_id: str, generation: str) -> str:
         """The stamp of the last pin or unpin of `generation` that reached Redis ('' none):
         what a rebuild reads before the log's rows and gives `load` or `rebuild`."""
-        value = self.client.hget(self.stamp_key(conversation_id), generation)
+        with _refusals("pin stamp read"):  # BUSY: Redis's state, not the set's
+            value = self.client.hget(self.stamp_key(conversation_id), generation)
         return "" if value is None else _text(value)
 
     # -- scripts -------------------------------------------------------------------------
@@ -1663,7 +1685,8 @@ class HotTier:
                 pipe.hscan(d, 0, count=SUMMARY_DEMOTED_LISTED)  # (cursor, {position: tokens})
                 pipe.hget(meta, "pinstamp")
                 pipe.hgetall(self.stamp_key(conv))  # generation -> stamp: one entry a generation
-            replies = pipe.execute()
+            with _refusals("stats read"):  # BUSY: a refusal the link degrades for, not a failure of stats
+                replies = pipe.execute()
             for j, conv in enumerate(chunk):
                 fields, members, tokens, payloads, pins, n_demoted, (_, demoted), set_stamp, stamps = \
                     replies[SUMMARY_REPLIES * j:SUMMARY_REPLIES * (j + 1)]
@@ -1746,7 +1769,7 @@ class HotTier:
             raise HotStateLost(conversation_id, status, REBUILD_TTL_MS)
         hot = self.read(conversation_id)
         if hot is None:
-            raise HotStale(conversation_id, "dropped during rebuild", None, -1)
+            raise HotStale(conversation_id, STALE_DROPPED, None, -1)
         return hot
 
     def load(self, conversation_id: str, state: ReplayState, payloads: Mapping[int, str], *, generation: str,
@@ -1773,7 +1796,7 @@ class HotTier:
         self._run("load", self._live_keys(conversation_id), args)
         hot = self.read(conversation_id)
         if hot is None:
-            raise HotStale(conversation_id, "dropped during rebuild", None, -1)
+            raise HotStale(conversation_id, STALE_DROPPED, None, -1)
         return hot
 
     def drop(self, conversation_id: str) -> None:

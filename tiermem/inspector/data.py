@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tiermem.hotlink import REDIS_ERRORS, pin_state
+from tiermem.hotlink import REDIS_ERRORS, STALE_BEHIND, pin_state
 from tiermem.memory import Memory
 from tiermem.tiers.errors import ConversationNotFound, ValidationError
 from tiermem.tiers.formats import SentCallIds, joins_round
@@ -59,7 +59,7 @@ def resolve(mem: Memory, namespace: str, name: str) -> str:
 
 @dataclass
 class HotFigures:
-    state: str  # ok | not resident | degraded | disabled
+    state: str  # ok | not resident | HOT_STALE | HOT_BEHIND | degraded | disabled
     tokens: int = 0
     budget: int = 0
     members: int = 0
@@ -74,19 +74,30 @@ class HotFigures:
         return self.tokens / self.budget if self.budget else 0.0
 
 
+# how the pages name a set the next context call rebuilds, or catches up with the log
+HOT_STALE = "stale (rebuilt on the next context)"
+HOT_BEHIND = "behind the log (caught up on the next context)"
+
+
 def hot_figures(mem: Memory, key: str) -> HotFigures:
-    """What Redis holds for the conversation now, read without side effects: a missing or
-    outdated set is reported as such ("not resident"), not rebuilt (the next context call
-    rebuilds it), so listing 50 conversations loads none of them into Redis."""
+    """What Redis holds for the conversation now, read without side effects: a missing set,
+    or one of another database or incarnation, is reported as such ("not resident"); one
+    the log has moved away from (Redis restored from an older snapshot: its last turn or
+    pins are not the log's) as HOT_STALE, one missing the latest appends as HOT_BEHIND, by
+    the checks the next context call makes (tiermem.hotlink `HotLink.staleness`); none is
+    rebuilt here (the next context call does), so listing 50 conversations loads none of
+    them into Redis."""
     if mem.hot is None:
         return HotFigures("disabled")
     try:
         hs = mem.hot.tier.read(key)
-        current = hs is not None and hs.generation == mem.hot.generation(key)
+        stale = mem.hot.staleness(key, hs) if hs is not None else "missing"
     except REDIS_ERRORS:
         return HotFigures("degraded")
-    if hs is None or not current:
+    if hs is None or stale in ("missing", "generation"):
         return HotFigures("not resident")
+    if stale is not None:
+        return HotFigures(HOT_BEHIND if stale == STALE_BEHIND else HOT_STALE)
     return HotFigures("ok", hs.total_tokens, hs.budget, len(hs.turns), sum(1 for t in hs.turns if t.pinned),
                       sum(t.tokens for t in hs.turns if t.pinned), hs.overflow_tokens, hs.evictions,
                       frozenset(t.position for t in hs.turns))
