@@ -11,6 +11,8 @@ before returned a context. Invariants checked here:
 - such a round that does not fit even at the least trim is left out, named in
   `plan.left_out` with that reason, and the question is sent as it was before ac765c3;
 - the refusal text about calling the same tools again is not used for it;
+- `drop_one` (the exact count past the budget) drops such a round last, never refusing
+  for it; the model's own pending round it never drops, as before;
 - after a clear, the read-back of the round's call reads the rows after the clear only
   (it read the whole log on every call), counted as rows the store returned.
 Real SQLite, the real tokenizer, the real adapters.
@@ -27,8 +29,10 @@ import pytest
 from tiermem import Memory
 from tiermem.adapters._common import clear
 from tiermem.adapters.anthropic import from_anthropic
-from tiermem.planner.pack import ROUND_UNANSWERED_LEFT_OUT
-from tiermem.tiers.tokens import messages_tokens
+from tiermem.planner.candidates import Candidate
+from tiermem.planner.pack import ROUND_UNANSWERED, ROUND_UNANSWERED_LEFT_OUT, Packing, loop_after
+from tiermem.planner.plan import Plan
+from tiermem.tiers.tokens import BpeTokenCounter, messages_tokens
 
 pytestmark = pytest.mark.usefixtures("shared_vectors")
 
@@ -163,3 +167,43 @@ def test_the_read_back_stops_at_the_call(cold_memory: Memory, monkeypatch: pytes
     # the budget's scan reads some rows; the read-back adds at most a doubling of it, not
     # the log (n rows and more per call before: the whole log at each doubling)
     assert sum(read) < n // 4, read
+
+
+def _unit(position: int, *messages: dict[str, object]) -> Candidate:
+    return Candidate("tail", "c", position, 0.0, "tail", body={"messages": list(messages)}, tokens=10,
+                     group=list(range(position, position + len(messages))))
+
+
+@pytest.mark.parametrize(("latest_user", "answered_by_question"), [
+    # the question (position 3) came after the round's results, no reply between: droppable, last
+    (3, True),
+    # the model's pending round after the question (position 0): never dropped, as before
+    (0, False),
+])
+def test_drop_one_drops_an_unanswered_round_last(latest_user: int, answered_by_question: bool) -> None:
+    """The exact count may still pass the budget after packing estimated a fit: `drop_one`
+    then drops the pin first and, for a round the question came after, the round last (the
+    question is sent without it); the model's own pending round is never dropped (the
+    call is then BudgetTooSmall naming the round)."""
+    call = {"role": "assistant", "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+    round_ = _unit(1, call, result)
+    pin = Candidate("pinned", "c", 5, 1.0, "pinned", text="a pin", tokens=5)
+    pools: dict[str, list[Candidate]] = {"pinned": [], "summary": [], "tail": [round_], "retrieved": []}
+    packing = Packing("c", pools, {"pinned": 0, "summary": 0, "retrieved": 0, "tail": 0}, 1000,
+                      BpeTokenCounter())
+    packing.latest_user = latest_user
+    packing.loop_after = loop_after(pools["tail"], latest_user)
+    assert (packing.loop_after != latest_user) is answered_by_question
+    packing.chosen["tail"], packing.chosen["pinned"] = [pools["tail"].pop()], [pin]
+    plan = Plan("c", None, "chat", "", 1000)
+    assert packing.drop_one(plan)  # the pin first
+    assert plan.left_out[-1].positions == [5] and packing.chosen["tail"] == [round_]
+    assert packing.drop_one(plan) is answered_by_question
+    if answered_by_question:
+        assert packing.chosen["tail"] == [] and plan.left_out[-1].positions == [1, 2]
+        assert ROUND_UNANSWERED in plan.left_out[-1].reason
+        assert not packing.round_units() and not packing.drop_one(plan)  # nothing left to drop
+    else:
+        assert packing.chosen["tail"] == [round_] and len(plan.left_out) == 1
