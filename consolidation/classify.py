@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from tiermem.lazyre import LazyPattern, lazy_compile
 from tiermem.tiers.memo import MISS, ScopedMemo
 from tiermem.tiers.models import ROLES  # the canonical roles of the turn index (one home)
 from tiermem.tiers.vectors import row_dots
@@ -123,14 +124,14 @@ def _clean(text: str) -> str:
 # and constraints are detected at the
 # start of a clause, so that "ping her for anything touching auth" after a comma still counts while
 # a verb in the middle of a clause ("reminds me to never give up") does not.
-_CLAUSE_SPLIT = re.compile(
+_CLAUSE_SPLIT = lazy_compile(
     r"(?<=[.!?;:])\s+|\s*;\s*|\s+-\s+|\n+"
     # (", and ..." is not split: in narration it continues a sentence whose subject was dropped.)
     r"|,\s+(?=(?:but|so|then|or|please|don't|do not|make sure)\b)"
     # ", ping her ...", ", book it ...": an imperative with an object pronoun starts a new clause.
     r"|,\s+(?=[a-z]+ (?:her|him|them|it|me|us|that|this)\b)"
 )
-_LEAD_FILLER = re.compile(
+_LEAD_FILLER = lazy_compile(
     r"^(?:(?:ok(?:ay)?|also|and|so|then|but|oh|fine|yes|yeah|yep|sure|great|cool|hey|hi|alright|actually|"
     r"please|pls|oh and|and also|now|first|next|finally|just|hmm+|um+|well|by the way|btw)\b[,.!]?\s*)+"
 )
@@ -138,7 +139,7 @@ _LEAD_FILLER = re.compile(
 
 # A short adverbial opening ("for the backend, use X", "on weekends, book Y") puts the verb
 # of the clause after a comma; the clause's mood is that of what follows it.
-_LEAD_ADVERBIAL = re.compile(
+_LEAD_ADVERBIAL = lazy_compile(
     r"^(?:for|in|on|at|with|during|regarding|as for)\b[^,]{0,40},\s+(?=[a-z])"
 )
 
@@ -149,10 +150,10 @@ _LEAD_ADVERBIAL = re.compile(
 # unless it asks itself ("is my flight on the 12th, can you check?"). Read whole, the
 # sentence was a question where its period form is a request, and a question states nothing
 # a correction may revise (supersession reads the assertive part through `request_tail` too).
-_REQUEST_TAIL = re.compile(r",\s+(?:(?:can|could|would|will)\s+(?:you|we)|please|is\s+that\s+(?:ok|okay|alright|fine)"
+_REQUEST_TAIL = lazy_compile(r",\s+(?:(?:can|could|would|will)\s+(?:you|we)|please|is\s+that\s+(?:ok|okay|alright|fine)"
                            r"|does\s+that\s+work)\b[^,]*\?[\s\"')]*$", re.IGNORECASE)
 _HEAD_OPENERS = r"^\W*(?:(?:actually|so|oh|ok|okay|well|and|but|now|sorry|wait)\W+)*"
-_ASKING_HEAD = re.compile(_HEAD_OPENERS + r"(?:what|when|where|which|who|whose|why|how|is|are|am|was|were|do|does|"
+_ASKING_HEAD = lazy_compile(_HEAD_OPENERS + r"(?:what|when|where|which|who|whose|why|how|is|are|am|was|were|do|does|"
                           r"did|can|could|would|will|should|shall|may|might|have|has|had)\b", re.IGNORECASE)
 # What opens a clause that holds nothing as true: a condition ("if my flight is on the 14th",
 # "assuming the budget is $3,000", "in case ...", "unless ...", "whether ...") supposes it, a
@@ -172,7 +173,7 @@ UNASSERTED_OPENERS = (
     "not sure", "i'm unsure", "i'm guessing", "i might be wrong", "i could be wrong", "i hope",
     *WISH_OPENERS,
 )
-_UNASSERTED_HEAD = re.compile(
+_UNASSERTED_HEAD = lazy_compile(
     _HEAD_OPENERS + r"(?:" + "|".join(o.replace(" ", r"\s+").replace("'", "['\u2019]")
                                       for o in sorted(UNASSERTED_OPENERS, key=len, reverse=True)) + r")\b",
     re.IGNORECASE)
@@ -181,16 +182,16 @@ _UNASSERTED_HEAD = re.compile(
 # A sentence opened by a wish asserts nothing as a whole, question or not ("I wish my
 # flight home were on Monday instead." revised the real "My flight home is on Sunday."
 # by its "instead"; `supersede.assertive_text`)
-_WISH_HEAD = re.compile(
+_WISH_HEAD = lazy_compile(
     _HEAD_OPENERS + r"(?:" + "|".join(o.replace(" ", r"\s+") for o in sorted(WISH_OPENERS, key=len, reverse=True))
     + r")\b(?!\s+to\s+[a-z])", re.IGNORECASE)  # "I wish to update my address": a request
 # where a wish's clause ends and what the speaker asserts besides begins ("I wish I'd told
 # you sooner, but I moved ...", "If only I'd known: the meeting is at 4pm now.")
-_WISH_CLAUSE_END = re.compile(r",\s*but\b|[:;]|\s+-+\s+|\s*[\u2013\u2014]\s*")
+_WISH_CLAUSE_END = lazy_compile(r",\s*but\b|[:;]|\s+-+\s+|\s*[\u2013\u2014]\s*")
 # "I meant to ask whether ...", "No wait, I wanted to ask if ...": an indirect question, the
 # speaker's question put off, not a correction of what they said ("i meant" is a
 # self-correction's cue otherwise; "I meant to ask for a window seat" still corrects a request)
-_INDIRECT_QUESTION = re.compile(
+_INDIRECT_QUESTION = lazy_compile(
     r"^(?:(?:no|oh|ok|okay|so|sorry|wait|actually|also|and|but|um+|hmm+)[,.!:]?\s+)*"
     r"(?:i|we) (?:also |actually |just |really )?(?:meant|wanted|was going|were going|was about|forgot|need|needed)"
     r" to ask (?:you )?(?:whether|if|about|how|what|when|where|who|why|which)\b")
@@ -237,7 +238,7 @@ def _clauses(norm: str) -> list[str]:
     return [c for c in out if c]
 
 
-_WORD = re.compile(r"[a-z0-9']+")
+_WORD = lazy_compile(r"[a-z0-9']+")
 
 
 def _words(norm: str) -> list[str]:
@@ -256,48 +257,48 @@ _INSTEAD_VERBS = (
 # Each entry: (rule name, pattern over normalised text).  Strong cues are corrections on their own;
 # "actually"-style openers (below) need a change marker too, because "actually, I also need a car"
 # adds rather than revises.
-_CORRECTION_STRONG: list[tuple[str, re.Pattern[str]]] = [
+_CORRECTION_STRONG: list[tuple[str, LazyPattern]] = [
     (
         "retraction",
-        re.compile(
+        lazy_compile(
             r"\b(?:scratch that|never ?mind|nvm|disregard (?:that|my|what)|"
             r"ignore (?:that|my last|what i said))\b"
         ),
     ),
     (
         "retraction",
-        re.compile(r"^(?:just |please |oh )?forget (?:what i said|that|about|the|it|my|everything)\b"),
+        lazy_compile(r"^(?:just |please |oh )?forget (?:what i said|that|about|the|it|my|everything)\b"),
     ),
-    ("retraction", re.compile(r"\b(?:undo|revert) (?:that|this|it|the last|my last)\b")),
+    ("retraction", lazy_compile(r"\b(?:undo|revert) (?:that|this|it|the last|my last)\b")),
     (
         "self-correction",
-        re.compile(r"\bi meant\b|\bmy (?:mistake|bad)\b|\bcorrection:|\bi misspoke\b|\btypo\b"),
+        lazy_compile(r"\bi meant\b|\bmy (?:mistake|bad)\b|\bcorrection:|\bi misspoke\b|\btypo\b"),
     ),
-    ("self-correction", re.compile(r"\b(?:i|we) (?:gave|said|typed|wrote|told) (?:you )?(?:the )?wrong\b")),
-    ("self-correction", re.compile(r"\bi said .{1,40}\b(?:earlier|before|but)\b")),
+    ("self-correction", lazy_compile(r"\b(?:i|we) (?:gave|said|typed|wrote|told) (?:you )?(?:the )?wrong\b")),
+    ("self-correction", lazy_compile(r"\bi said .{1,40}\b(?:earlier|before|but)\b")),
     (
         "wait-change",
-        re.compile(
+        lazy_compile(
             r"^(?:no,? wait|oh,? wait|wait,? (?:no|actually|i)|hold on\b|hang on\b|hmm+,? no\b|no no\b)"
         ),
     ),
     (
         "no-longer",
-        re.compile(
+        lazy_compile(
             r"\b(?:don't|do not|doesn't|does not|no longer)\b.{0,40}\b(?:anymore|any more)\b|\bno longer\b"
         ),
     ),
-    ("after-all", re.compile(r"\bafter all\b")),
+    ("after-all", lazy_compile(r"\bafter all\b")),
     (
         "changed-now",
-        re.compile(
+        lazy_compile(
             r"\b(?:changed|moved|switched|is|it's|are) .{0,30}\bnow\b.{0,12}\bnot\b"
             r"|\b(?:changed|moved)\b.{0,40}\bnow\b"
         ),
     ),
     (
         "change-to",
-        re.compile(
+        lazy_compile(
             # a move of a plan to a new time by its other verbs ("push", "reschedule",
             # "bump"), proposed ("let's move ..."), named by its day ("tomorrow's call")
             r"^(?:(?:let's|please) )?"
@@ -306,32 +307,32 @@ _CORRECTION_STRONG: list[tuple[str, re.Pattern[str]]] = [
             r"|friday|saturday|sunday)'s) [\w '-]{1,30}?) (?:to|for|into)\b"
         ),
     ),
-    ("make-it", re.compile(r"^make (?:it|that|this) [\w$:]+")),
-    ("instead", re.compile(r"^(?:instead|rather)\b")),
+    ("make-it", lazy_compile(r"^make (?:it|that|this) [\w$:]+")),
+    ("instead", lazy_compile(r"^(?:instead|rather)\b")),
     # "... instead" ends a correction when the clause is an order ("answer in English instead"),
     # not when it narrates ("I'm trying almond milk instead").
     (
         "instead",
-        re.compile(
+        lazy_compile(
             rf"^(?:please )?(?:{_INSTEAD_VERBS})\b[^.!?]{{0,60}}\binstead(?: of [\w -]{{1,30}})?[.!]?$"
         ),
     ),
-    ("let's-not", re.compile(r"^let's not\b|^(?:let's|we'll) (?:go with|use|do) .{1,30} instead\b")),
+    ("let's-not", lazy_compile(r"^let's not\b|^(?:let's|we'll) (?:go with|use|do) .{1,30} instead\b")),
 ]
-_CORRECTION_OPENER = re.compile(r"^(?:(?:hmm+|oh|oops|sorry|wait|no|um+)[,.!]?\s+)*actually\b[,]?\s*")
-_CORRECTION_CHANGE = re.compile(
+_CORRECTION_OPENER = lazy_compile(r"^(?:(?:hmm+|oh|oops|sorry|wait|no|um+)[,.!]?\s+)*actually\b[,]?\s*")
+_CORRECTION_CHANGE = lazy_compile(
     r"\b(?:make it|change|instead|rather|not|no longer|new|now|switch|move|better|fine|prefer|meant|"
     r"it's|use)\b|"
     r"\b(?:is|are) (?:at|on|in)\b"
 )
-_ADDITIVE = re.compile(r"\b(?:also|too|as well|another|in addition|one more)\b")
+_ADDITIVE = lazy_compile(r"\b(?:also|too|as well|another|in addition|one more)\b")
 # A word that reads as a value on its own: digits ("7:40", "$80", "3rd"), a day or a month.
 _VALUE_WORD = (rf"(?:[\w:$.-]*\d[\w:$.-]*|{DAY_NAMES}|today|tomorrow"
                r"|tonight|january|february|march|april|may|june|july|august|september|october|november|december)")
 # "it's Flat 3 not Flat 2", "the 22nd, not the 21st": a value swapped for another.
 # The swapped values must look like values: separated by a comma ("6 now, not 5:30") or both
 # carrying digits ("Flat 3 not Flat 2"); "it's just not right" is not a correction.
-_NOT_X_BUT_Y = re.compile(
+_NOT_X_BUT_Y = lazy_compile(
     # opening with the value swapped out: "Not Tuesday but Wednesday for the plumber call.";
     # both sides values ("Not bad but the room was small" swaps nothing)
     rf"^(?:(?:no|sorry|oops|wait)[,.!]?\s+)?not (?:the |on |at )?{_VALUE_WORD},? but (?:the |on |at )?{_VALUE_WORD}\b"
@@ -442,12 +443,12 @@ _TASK_VERBS: tuple[str, ...] = (
     "upload", "use", "verify", "wait", "write",
 )
 # fmt: on
-_IMPERATIVE_START = re.compile(
+_IMPERATIVE_START = lazy_compile(
     r"^(?:please |pls |just |now |also |kindly )?(?:"
     + "|".join(_TASK_VERBS)
     + r"|go (?:with|back|ahead))\b(?! you\b)"
 )
-_SOCIAL_IMPERATIVE = re.compile(
+_SOCIAL_IMPERATIVE = lazy_compile(
     r"^(?:keep (?:it up|going|me posted|me updated|up the|at it|in touch|smiling|spreading|improving|"
     r"rocking|pushing|doing|being|chasing|working hard)|take care|look at|check (?:\w+ ){0,2}out\b|go for it|"
     r"have (?:a|an|fun)|enjoy|see (?:ya|you)|let me know|get well|stay (?:safe|strong|tuned)|"
@@ -462,12 +463,12 @@ _SOCIAL_IMPERATIVE = re.compile(
 )
 # Advice to a person ("do your research", "follow your dreams") uses second person and no first
 # person; instructions to an agent are about the user's things ("my", "me") or the agent's output.
-_ADVICE = re.compile(r"\b(?:your|yours|yourself)\b")
-_AGENT_OUTPUT = re.compile(
+_ADVICE = lazy_compile(r"\b(?:your|yours|yourself)\b")
+_AGENT_OUTPUT = lazy_compile(
     r"\byour (?:answers?|responses?|replies|reply|tone|output|messages?|code|summary|"
     r"summaries|suggestions?)\b"
 )
-_FIRST_PERSON_OBJ = re.compile(r"\b(?:me|my|mine|us|our)\b")
+_FIRST_PERSON_OBJ = lazy_compile(r"\b(?:me|my|mine|us|our)\b")
 
 
 def _is_advice(clause: str) -> bool:
@@ -491,7 +492,7 @@ _NARRATED_PAST = (r"[a-z]+[^e\W]ed\b|saw|came|went|did|made|said|told|was|were|c
 # "always in English" may be one, so no preposition is listed.
 _DESCRIBED_STATE = r"(?!bring\b)[a-z]+ing\b|full|ready|busy|welcome|willing|better|best"
 
-_CONSTRAINT = re.compile(
+_CONSTRAINT = lazy_compile(
     # "always"/"never"/"don't" open an order only when a verb follows, not "always good to hear",
     # "never been there", "don't you think", "don't feel like it".
     r"^(?:always(?! (?:good|great|nice|happy|here|there|a|an|so|been|fun|glad|down|up|"
@@ -511,38 +512,38 @@ _CONSTRAINT = re.compile(
     r"matter|one|pressure|clue|big deal|offense|offence|shame|surprise|wonder|question)"
     r"[a-z-]+(?: [a-z-]+)?\b"
 )
-_PERSONA = re.compile(r"^(?:act as|you are|you're|pretend|play the role|respond as|answer as|behave as)\b")
-_PERSONA_VERB = re.compile(r"\b(?:act as|pretend|role|respond as|answer as|behave as)\b")
-_REQUEST_MODAL = re.compile(
+_PERSONA = lazy_compile(r"^(?:act as|you are|you're|pretend|play the role|respond as|answer as|behave as)\b")
+_PERSONA_VERB = lazy_compile(r"\b(?:act as|pretend|role|respond as|answer as|behave as)\b")
+_REQUEST_MODAL = lazy_compile(
     r"^(?:can|could|would|will) you (?:please |also |just |quickly )?(?!like|tell|explain|say|remind me what|"
     r"clarify|describe|confirm whether|think|believe|know|recommend|suggest|imagine|see|hear|guess)([a-z]+)"
 )
 # "I want to cancel X" is a request; "I want to get stronger" is a goal.  Only service verbs count
 # after "to", and only need/would-like (not "want", "love") before a noun.
-_WANT = re.compile(
+_WANT = lazy_compile(
     r"^(?:i(?: also| just| really| still)?(?: need| want| would like|'d like)|we(?: would like|'d like))"
     r"(?: you)? to (?:" + "|".join(_TASK_VERBS) + r")\b"
     r"|^(?:i|we)(?: also| just| really| still)?(?: need|'d like| would like) "
     r"(?:a |an |the |some |my |something|anything|one\b|flights?\b)"
 )
-_GO_AHEAD = re.compile(
+_GO_AHEAD = lazy_compile(
     r"^(?:(?:ok(?:ay)?|yes|yeah|yep|sure)[,!. ]*)?(?:go ahead|do it|do that|book it|send it|ship it|"
     r"yes,? please|please do|let's do it|make it so|proceed|cancel it|confirm it)\b"
 )
-_LETS_DECIDE = re.compile(
+_LETS_DECIDE = lazy_compile(
     r"\blet's (?:go with|use|do (?:that|it|the|this)|book|ship|take|pick|choose|stick with|switch|"
     r"keep (?:it(?! up)|the|using)|try the|get the|move|schedule|deploy|merge|call it|go for the)\b"
 )
 # "The adjuster should call my cell", "Pets must be allowed": an obligation on a third party.
 # Epistemic uses ("it must be scary", "you should be proud") are excluded by subject and by
 # requiring a verb or a passive participle after the modal.
-_MODAL_DIRECTIVE = re.compile(
+_MODAL_DIRECTIVE = lazy_compile(
     r"^(?!(?:you|i|we|it|that|this|there|everyone|everything|things|life|my|our|his|her|their)\b)"
     r"(?:the |all |any |every )?[a-z-]+(?: [a-z-]+)? (?:should|must|needs to|need to|has to|have to|shall) "
     r"(?:be (?:\w+ed|done|sent|kept|paid|shown|written|given|taken|made)\b"
     r"|(?!be\b|have\b|feel\b|know\b)[a-z]+)"
 )
-_PLEASE = re.compile(r"\bplease\b|\bpls\b")
+_PLEASE = lazy_compile(r"\bplease\b|\bpls\b")
 # A courtesy put as an order ("No need to thank me.", "No need to apologise for the
 # delay.", "Don't mention it."): it answers a thanks or an apology and asks nothing of
 # anyone later, yet "no need to <verb>" reads as _MODAL_DIRECTIVE (the subject "no") and
@@ -575,7 +576,7 @@ _COURTESY_ADVERB = r"(?:,? (?:at all|really|honestly|though|seriously|either|on 
 # a closing ".", "!", a text emoticon (lower-cased: ":d") or an emoji with its modifiers
 _COURTESY_EMOTICON = r"(?:[:;]-?[)(dp]|<3|\^\^|[\U0001F300-\U0001FAFF\u2600-\u27BF\uFE0F\u200D])"
 _COURTESY_END = r"(?:\s*(?:[.!]|" + _COURTESY_EMOTICON + r"))*"
-_COURTESY = re.compile(
+_COURTESY = lazy_compile(
     r"(?:" + _COURTESY_LEAD + r"|please,? (?=no |there))?"
     r"(?:(?:(?:there's |there is )?no need (?:to |for you to )" + _COURTESY_ACT
     + r"|no (?:need for )?(?:thanks|apologies|apology) (?:needed|necessary|required))"
@@ -591,7 +592,7 @@ def _without_courtesy(norm: str, clauses: Sequence[str]) -> tuple[str, list[str]
     if _COURTESY.fullmatch(norm) is None:
         return norm, list(clauses)
     return "", []
-_REMIND = re.compile(r"\bkeep (?:that|this|it) in mind\b")
+_REMIND = lazy_compile(r"\bkeep (?:that|this|it) in mind\b")
 
 
 def _instruction_cue(norm: str, clauses: Sequence[str], role: str) -> tuple[str, str, bool] | None:
@@ -645,7 +646,7 @@ def _instruction_cue(norm: str, clauses: Sequence[str], role: str) -> tuple[str,
 # Question cues
 # --------------------------------------------------------------------------------------------------
 
-_PHATIC_Q = re.compile(
+_PHATIC_Q = lazy_compile(
     # "how are you?" alone is phatic; "how are you holding up?" is a real question.
     r"\bhow (?:are|have) you(?: been| doing)?(?: today| lately| these days)?\s*(?:\?|$)|"
     r"\b(?:how's it going|how are things|what's up|whats up|"
@@ -654,16 +655,16 @@ _PHATIC_Q = re.compile(
     r"anything new(?: with you)?|"
     r"anything (?:new|exciting) going on|what's going on with you)\b"
 )
-_RHETORICAL_TAG = re.compile(r",?\s*(?:ya know|you know|alright|ok|okay|right guys|huh)\?\s*$")
+_RHETORICAL_TAG = lazy_compile(r",?\s*(?:ya know|you know|alright|ok|okay|right guys|huh)\?\s*$")
 # A sentence that ends in '?': it starts where a sentence does (the text's start or just after
 # a '.', '!' or '?'), as any match did; tried from every character, "[^.!?]*" ran to the next
 # mark from each, n squared over a long tail after the last '?' ("Why? " and 16,000 characters)
-_Q_SENTENCE = re.compile(r"(?:^|(?<=[.!?]))[^.!?]*+\?")
+_Q_SENTENCE = lazy_compile(r"(?:^|(?<=[.!?]))[^.!?]*+\?")
 # A question typed without '?': "do you know why CI uses node 18".
-_WH_START = re.compile(
+_WH_START = lazy_compile(
     r"^(?:what|when|where|which|who|why|how|is there|are there|do you|does|can i|should i)\b"
 )
-_EXCLAMATIVE = re.compile(
+_EXCLAMATIVE = lazy_compile(
     r"^(?:what an?|how (?:nice|great|cool|sweet|lovely|awesome|wonderful|fun|kind|sad|awful))\b"
 )
 
@@ -712,18 +713,18 @@ _STOP_CAPS = {
 }
 # fmt: on
 _CAP = r"(?:Dr\.? |Mr\.? |Mrs\.? |Ms\.? )?[A-Z][a-zA-Z'-]+(?: [A-Z][a-zA-Z'-]+)?"
-_NAMED_RELATION = re.compile(
+_NAMED_RELATION = lazy_compile(
     rf"\b(?:[Mm]y|[Oo]ur)(?: [a-z-]+)? (?:{_RELATIONS})s?(?:'s name)?(?:,| is| named| called|'s)? ({_CAP})"
 )
-_NAME_IS = re.compile(
+_NAME_IS = lazy_compile(
     rf"\b(?:[Hh]is|[Hh]er|[Tt]heir|[Mm]y|[Ii]ts) name is ({_CAP})"
     rf"|\b(?:{_RELATIONS})s? (?:named|called) ({_CAP})"
     rf"|\bcall me ({_CAP})"
     # the name the speaker goes by: "By the way, I go by Lexi."
     rf"|\b[Ii] go by ({_CAP})"
 )
-_NAMED_ME = re.compile(rf"\bI named (?:him|her|it|them) ({_CAP})")
-_WORK_LIVE = re.compile(
+_NAMED_ME = lazy_compile(rf"\bI named (?:him|her|it|them) ({_CAP})")
+_WORK_LIVE = lazy_compile(
     rf"\bI(?:'m| am| will)? (?:work(?:ing)? (?:at|for)|(?:live|living|based) in|study at|moved to|"
     rf"employed (?:at|by)|at|start(?:ing)? at|started at|join(?:ing|ed)?) ({_CAP})"
     rf"|\b(?:we're|we are|i'm|i am) (?:on|with) the ({_CAP}) plan\b"
@@ -734,18 +735,18 @@ _WORK_LIVE = re.compile(
 # capital at a word boundary: only that one is tried (atomic), and each word is possessive.
 # Tried from each capital of a run with no space ("Aa-Aa-..."), it read to the run's end from
 # each, n squared (0.3 s at the 16,384-character cap).
-_ORG = re.compile(
+_ORG = lazy_compile(
     r"(?<![\w&'-])(?>[\w&'-]*?\b(?=[A-Z]))"
     r"((?:[A-Z][\w&'-]++ ){1,3}(?:LLC|L\.L\.C\.|Inc|Ltd|Corp|Corporation|GmbH|AG|SA|PLC|LLP|Group|Labs|"
     r"Holdings|Ventures|Partners|Capital|Bank|Insurance|Health|Clinic|Hospital|University|College|School|"
     r"Foundation|Agency)\b)"
 )
 # "we have a golden retriever named Biscuit": a named thing the user owns or has.
-_HAVE_NAMED = re.compile(
+_HAVE_NAMED = lazy_compile(
     rf"\b(?:[Ii]|[Ww]e|[Mm]y \w+) (?:have|has|got|adopted|own)\b[^.!?]{{0,40}}\b(?:named|called) ({_CAP})"
 )
 # The user's technical environment: "runs on Java 17", "prod is still on 13", "we use Postgres 15".
-_TECH_VERSION = re.compile(
+_TECH_VERSION = lazy_compile(
     r"\b(?:runs? on|running|uses?|using|is|are|still on|pinned to|requires?|on)\s+"
     r"[A-Z][\w.+#-]*(?: [A-Z][\w.+#-]*)? v?\d+(?:\.\d+)*\b"
 )
@@ -755,7 +756,7 @@ _TECH_VERSION = re.compile(
 # pinned turn and is pinned as one with the month is. Only after "is/are (on)" or "'s on",
 # the places where the month form pins, and only as a day, not a floor or a row ("on the 9th
 # floor"): a word other than a preposition or a conjunction after it names a thing of its own.
-_DAY_OF_MONTH_VALUE = re.compile(
+_DAY_OF_MONTH_VALUE = lazy_compile(
     r"\b(?:(?:is|are|'s|'re|was|were) on|is|are) the \d{1,2}(?:st|nd|rd|th)\b"
     r"(?=\s*(?:$|[^\w\s]|(?:at|for|of|in|and|or|but|so|then|until|from|to|with|this|next)\b))"
 )
@@ -766,12 +767,12 @@ _DAY_OF_MONTH_VALUE = re.compile(
 # of may be" is no date).
 _MONTH_NAMES = ("january|february|march|april|may|june|july|august|september|october|november|december|"
                 "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
-_DAY_MONTH_DATE = re.compile(
+_DAY_MONTH_DATE = lazy_compile(
     rf"\b(?:on|is|are) (?:the )?\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTH_NAMES})\b"
     r"(?=\.?\s*(?:$|[^\w\s]|\d|(?:at|for|in|and|or|but|so|then|until|from|to|with|this|next)\b))"
 )
 # A price ceiling or floor: "under $2,400 a month", "no more than 300 euros".
-_MONEY_CAP = re.compile(
+_MONEY_CAP = lazy_compile(
     r"\b(?:under|below|max(?:imum)?|at most|no more than|up to|less than|within|over|at least)\s+"
     r"(?:[$€£]\s?\d|\d[\d,.]*\s?(?:dollars|euros|pounds|usd|eur|gbp))"
 )
@@ -781,13 +782,13 @@ _SUBJ = (
     r"(?:'m|'re|'s| am| are| is| was| wasn't| got| became|'ve been| have been)"
     r"(?: (?!you\b)[a-z-]+)?"
 )
-_CONDITION = re.compile(
+_CONDITION = lazy_compile(
     rf"\b{_SUBJ} (?:allergic|intolerant|celiac|coeliac|vegetarian|vegan|kosher|halal|diabetic|pregnant|"
     r"gluten[- ]free|in a wheelchair)\b"
 )
 # The subject-plus-copula pattern above is the slowest in the module; run it only when one of
 # its keywords is present.
-_CONDITION_GATE = re.compile(
+_CONDITION_GATE = lazy_compile(
     r"allergic|intoleran|celiac|coeliac|vegetarian|vegan|kosher|halal|diabetic|"
     r"pregnant|gluten|wheelchair"
 )
@@ -796,7 +797,7 @@ _CONDITION_GATE = re.compile(
 # anything touristy") or the agent ("I don't want you to call before 9").
 _WISHED_ON_OTHERS = (r"(?!(?:you|me|us|my|our|any\w*|some\w*|to|it|that|this|him|her|them)\b)"
                      r"(?:\w+ ){1,3}to (?!be\b)\w+")
-_PERSONAL_CONSTRAINT = re.compile(
+_PERSONAL_CONSTRAINT = lazy_compile(
     r"\b(?:my|her|his|our) (?:\w+ )?(?:allergy|allergies|intolerance|diabetes|diet)\b|"
     r"\b(?:i|we|she|he|they|my \w+) (?:have|has) (?:an? )?(?:\w+ )?(?:allergy|intolerance|diabetes)\b|"
     r"\b(?:i|we|she|he|they|my \w+) (?:can't|cannot|can not) (?:have|eat|drink|fly|take)\b|"
@@ -809,14 +810,14 @@ _PERSONAL_CONSTRAINT = re.compile(
     # "Travel rule for me: absolutely no red-eyes") or as the one thing to avoid
     r"\b(?:preference|rule)(?: for (?:me|us))?: ?\S|\b(?:only|one) things? to avoid (?:is|are)\b"
 )
-_DECISION_STMT = re.compile(
+_DECISION_STMT = lazy_compile(
     r"\b(?:we agreed (?:on|to|that)|we (?:decided|settled) (?:on|to go with|to use|to book|that)|"
     r"we (?:chose|went with|picked) the|i(?:'ll| will) take|"
     r"i (?:decided|chose|picked|went with) (?:on |to go with |to use |to book |the )|"
     r"(?:the plan|decision) is)\b"
 )
 # A short acceptance of an offered option: "Thursday 9am is fine.", "Tuesday works."
-_ACCEPT = re.compile(
+_ACCEPT = lazy_compile(
     r"^(?!that|this|it|which|everything|all)[\w: ,.$-]{1,30}? (?:is fine|works(?: for me)?|"
     r"is perfect|sounds perfect)[.!]?$"
 )
@@ -826,15 +827,15 @@ _ACCEPT = re.compile(
 # may come anywhere after its start, so if they are not after the first such word they are
 # after none), as searching from each word of "a-a-a-..." read to the run's end, n squared.
 # Both hold a digit: only the runs with one are read (prose has few)
-_ID_RUN = re.compile(r"(?<![\w-])[\w-]*?\d[\w-]*+")
-_ID_LETTER_START = re.compile(r"\b[A-Za-z]")
-_ID_MIXED = re.compile(r"(?=[\w-]*\d)(?=[\w-]*(?:[A-Z]|_))[A-Za-z][\w-]{3,}\b")
-_ID_CODE = re.compile(r"\b[A-Z0-9]{2,}-\d{3,}\b")
+_ID_RUN = lazy_compile(r"(?<![\w-])[\w-]*?\d[\w-]*+")
+_ID_LETTER_START = lazy_compile(r"\b[A-Za-z]")
+_ID_MIXED = lazy_compile(r"(?=[\w-]*\d)(?=[\w-]*(?:[A-Z]|_))[A-Za-z][\w-]{3,}\b")
+_ID_CODE = lazy_compile(r"\b[A-Z0-9]{2,}-\d{3,}\b")
 # An e-mail address: it runs from the first word of its run of [\w.+-] to the "@" at the run's
 # end, so _contact tries it only there (from each word of "a.a.a...." it read to the run's
 # end, n squared); the phrases naming a contact detail or an account number are searched apart
-_EMAIL = re.compile(r"(?<![\w.+-])[.+-]*+(\w[\w.+-]*+@[\w-]+\.[\w.]+\b)")
-_CONTACT_PHRASE = re.compile(
+_EMAIL = lazy_compile(r"(?<![\w.+-])[.+-]*+(\w[\w.+-]*+@[\w-]+\.[\w.]+\b)")
+_CONTACT_PHRASE = lazy_compile(
     r"\b(?:my|the|our) (?:\w+ )?(?:address|email|phone|number|account|order number) (?:is|should be)\b"
     # "the card ending in 4417", "claim number CLM-448120"
     r"|\b(?:card|account|acct|policy|member(?:ship)?|customer|order|ticket|booking|confirmation|reference|"
@@ -842,7 +843,7 @@ _CONTACT_PHRASE = re.compile(
 )
 # A short answer that is just a chosen value: "The 16th, same time if possible.", "Thursday at 9",
 # "Size medium.", "$40 max".
-_SLOT_ANSWER = re.compile(
+_SLOT_ANSWER = lazy_compile(
     rf"^(?:the )?(?:\d{{1,2}}(?:st|nd|rd|th)|{DAY_NAMES}|"
     r"\d{1,2}(?::\d\d)?\s?(?:am|pm)|(?:size|colou?r|quantity|qty) \w+|[$€£]\s?\d[\d,.]*)(?:\b|$)"
 )
@@ -850,7 +851,7 @@ _SLOT_ANSWER = re.compile(
 # The value statements _statement_lb tries in this order, after the named things: (pattern,
 # whether it reads the text as written (else lower-cased), the group it returns, the rule,
 # the priority class)
-_VALUE_STATEMENTS: tuple[tuple[re.Pattern[str], bool, int, str, str], ...] = (
+_VALUE_STATEMENTS: tuple[tuple[LazyPattern, bool, int, str, str], ...] = (
     (_WORK_LIVE, True, 0, "affiliation", "entity"),
     (_ORG, True, 1, "organisation", "entity"),
     (_MONEY_CAP, False, 0, "budget", "constraint"),
@@ -925,7 +926,7 @@ def _identifier(clean: str) -> str | None:
 _DECISION_MARKERS = (r"booked|reserved|confirmed|decision(?: recorded)?|decided|done|noted|"
                      r"updated|cancel+ed|rescheduled|scheduled|reminder set|added|set|got it")
 # Assistant turns that record a decision, booking or changed setting the user will rely on.
-_ASSISTANT_DECISION = re.compile(
+_ASSISTANT_DECISION = lazy_compile(
     # "Booked: ...", "Thanks. Done, I moved ...": a decision marker opening the turn or its 2nd sentence
     rf"^(?:[\w ,!.]{{0,25}}?[.,!] )?(?:{_DECISION_MARKERS})\b[:,]?"
     r"|\b(?:confirmed|booked|reserved|scheduled|rescheduled) (?:for|on|at)\b|\b(?:rescheduled|moved) to\b"
@@ -944,7 +945,7 @@ _ASSISTANT_DECISION = re.compile(
 # user's turn before it without its content: pinned, it would spend the pinned share on a line
 # that says nothing and move the pin version for nothing. The turn that holds what was
 # confirmed is the user's (their request, their fact), which the reply cannot stand in for.
-_ACK_FILLER = re.compile(
+_ACK_FILLER = lazy_compile(
     rf"\b(?:{_DECISION_MARKERS}|changed|moved|assigned|reinstated|flagged|"
     r"escalat\w+|placed|submitted|filed|use|go with|avoid|refund|stick with|"
     # the longer forms first: "i" would take the head of "i've" and leave "ve"
@@ -958,7 +959,7 @@ _ACK_FILLER = re.compile(
     r"|(?<![\w:/$€£¥#+-])\d[\d,.]*(?![\w:/%-])"
 )
 # Anything left that is a letter or digit (any script) is content the acknowledgement confirms.
-_CONTENT = re.compile(r"[^\W_]")
+_CONTENT = lazy_compile(r"[^\W_]")
 
 
 def _bare_acknowledgement(norm: str) -> bool:
@@ -970,7 +971,7 @@ def _bare_acknowledgement(norm: str) -> bool:
 # Chitchat versus statement
 # --------------------------------------------------------------------------------------------------
 
-_SOCIAL = re.compile(
+_SOCIAL = lazy_compile(
     r"\b(?:hi|hello|hey|thanks|thank you|thx|ty|appreciate(?:d)?|welcome|congrats|congratulations|wow|woah|"
     r"ugh|oof|yikes|what a|good catch|makes sense|fair enough|gotcha|i see|oh well|cheers|"
     r"good (?:evening|afternoon|day)|have a (?:good|great|nice|lovely)|"
@@ -986,7 +987,7 @@ _SOCIAL = re.compile(
 _PAST = (
     r"(?!(?:need|indeed|speed|seed|feed|breed|bleed|proceed|exceed|succeed|red|bed|shed|wed)\b)[a-z]{2,}ed"
 )
-_FACT = re.compile(
+_FACT = lazy_compile(
     rf"\b(?:i|we|my|our|he|she|they|it|the|this|that|your|you|there)\b[^.!?]{{0,40}}?\b(?:{_PAST}|"
     r"went|got|made|took|had|has|have|did|began|started|starting|planning|working|bought|found|met|saw|"
     r"gave|ran|wrote|built|ordered|finished|joined|moved|visited|chose|painted|printed|using|use|"
@@ -995,7 +996,7 @@ _FACT = re.compile(
     r"|tomorrow|next (?:week|month|year)|currently|recently)\b"
     r"|\d"
 )
-_FACT_WEAK_VERBS = re.compile(
+_FACT_WEAK_VERBS = lazy_compile(
     r"\b(?:is|are|was|were|it's|that's)\b\s+(?:so |really |very |such |just )?(?:great|awesome|amazing|cool|"
     r"inspiring|incredible|tough|hard|important|nice|lovely|wonderful|cute|sweet|fun|rewarding|right)\b"
 )
@@ -1003,7 +1004,7 @@ _FACT_WEAK_VERBS = re.compile(
 
 # First person + an event/state verb, outside a conditional or relative clause ("if we need help",
 # "what I achieved" are not reports).
-_FIRST_PERSON_FACT = re.compile(
+_FIRST_PERSON_FACT = lazy_compile(
     r"(?<!\bif )(?<!\bwhen )(?<!\bwhat )(?<!\bwhenever )"
     rf"\b(?:i|we)(?:'ve| have| had|'m| am| was)? (?:\w+ )?(?:{_PAST}|went|got|gotten|been|made|took|started|"
     r"starting|planning|working|bought|found|met|saw|gave|wrote|built|finished|joined|moved|visited|chose|"
@@ -1011,7 +1012,7 @@ _FIRST_PERSON_FACT = re.compile(
 )
 
 
-_OPINION_LEAD = re.compile(r"i (?:bet|believe|agree|understand|can|hope|wish|guess)\b")
+_OPINION_LEAD = lazy_compile(r"i (?:bet|believe|agree|understand|can|hope|wish|guess)\b")
 
 
 def _chitchat_or_statement(norm: str, role: str) -> tuple[str, str]:

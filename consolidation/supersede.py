@@ -257,6 +257,7 @@ from tiermem.consolidation.classify import (
     request_tail,
 )
 from tiermem.consolidation.statements import remaining_text, statement_spans
+from tiermem.lazyre import LazyPattern, lazy_compile
 from tiermem.tiers.embed import cosine_from_l2
 from tiermem.tiers.memo import memo_scope, remembered_for, scoped_cache
 from tiermem.tiers.models import speaker_name
@@ -307,7 +308,7 @@ _DAY = rf"(?:{DAY_NAMES})"
 _FROM_THEN_ON = (rf"^(?:from|starting|as of|beginning) (?:next \w+|this (?:week|month|year|weekend|{_DAY})|tomorrow"
                  rf"|today|{_DAY})\b(?! (?:to|through|till|until|and)\b|-)")  # "from Monday to Friday" is a range
 # State changes that revise a fact without a correction word: "I moved to Seattle", "I joined Globex".
-_STATE_CHANGE = re.compile(
+_STATE_CHANGE = lazy_compile(
     # ("joined a ..." adds a membership, "joined Globex" changes an employer)
     r"\b(?:i|we|she|he|they|it)(?:'ve| have)? switched (?:the |my |our |its |their )?\w+(?: \w+)? to\b"
     r"|\b(?:i|we|she|he|they|it)(?:'ve| have)? (?:moved to|switched to|joined(?! (?:a|an|another|some)\b)|left|quit|"
@@ -343,7 +344,7 @@ _DIET_CHANGE = (
 # "not" / "instead of" (`_old_values`), which the target must hold (`_NAME_PATTERN`).
 _NAME_GIVING = r"(?:call me|i go by|i'm called|i am called|my name is|my name's|i'm|i am)"
 _NAME_CHANGE = (rf"\b{_NAME_GIVING} [a-z][\w'-]*(?: now)?,? (?:not|instead of|rather than) [a-z]")
-_STATE_CHANGE = re.compile(_STATE_CHANGE.pattern + "|" + _DIET_CHANGE + "|" + _NAME_CHANGE)
+_STATE_CHANGE = lazy_compile(_STATE_CHANGE.pattern + "|" + _DIET_CHANGE + "|" + _NAME_CHANGE)
 
 # --------------------------------------------------------------------------------------------------
 # Kinds of a person's facts
@@ -362,8 +363,8 @@ NAME = "name"
 _MOVE_NOT_HOME = (rf"jobs?|compan(?:y|ies)|teams?|employers?|roles?|positions?|departments?|desks?|offices?|"
                   rf"on|forward|ahead|up|down|over|it|them|(?:to|up to|back to) (?:[$€£]?\d|{DAY_NAMES}|"
                   rf"the (?:next|other)\b)")
-_KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (HOME, re.compile(
+_KIND_PATTERNS: tuple[tuple[str, LazyPattern], ...] = (
+    (HOME, lazy_compile(
         r"\b(?:live[sd]?|living) (?:in|at|on|near|with|by|outside|downtown|abroad|alone|here|there|"
         r"close to|next to|just)\b"
         r"|\b(?:i|we|he|she|they|family)(?:'ve| have| had| just| recently| finally| also| now)* "
@@ -375,23 +376,23 @@ _KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|\b(?:reside[sd]?|residing) (?:in|at|near)\b"
         r"|\b(?:i|we)(?:'m|'re| am| are)(?: now| currently)? based (?:in|at|near|out of)\b"
         r"|\b(?:my|our) (?:new |current )?home is (?:in|at|near|now)\b", re.IGNORECASE)),
-    (WORK, re.compile(
+    (WORK, lazy_compile(
         r"\bwork(?:s|ed|ing)? (?:as|at|for|in|from|with|remotely|part[- ]time|full[- ]time|nights|days|shifts)\b"
         r"|\b(?:jobs?|employer|employed|hired|career|profession|occupation|promoted)\b", re.IGNORECASE)),
-    (DIET, re.compile(
+    (DIET, lazy_compile(
         rf"\b(?:{DIET_TERMS}|diet|meat)\b"
         r"|\b(?:eat|eats|eating|ate|eaten)\b(?! (?:out|in|at|with|together|lunch|dinner|breakfast|early|late)\b)",
         re.IGNORECASE)),
     # a name given: "my name is ...", "call me ...", "I go by ...", or "I'm" before a
     # capitalised word that ends the clause or is followed by another ("I'm Samuel Ortiz.")
-    (NAME, re.compile(
+    (NAME, lazy_compile(
         r"\b(?i:my (?:first |last |full |nick)?name(?: is|'s)|call me|i go by|(?:i'm|i am) called)\s+\w"
         r"|\b(?i:i'm|i am) [A-Z][a-z'-]+(?= [A-Z]|\s*[,.!;:)]|\s*$)")),
 )
 
 
 # the user's own name, whatever opens the clause ("By the way, call me Sam")
-_OWN_NAME = re.compile(r"\b(?i:call me|my (?:first |last |full |nick)?name(?: is|'s))\b")
+_OWN_NAME = lazy_compile(r"\b(?i:call me|my (?:first |last |full |nick)?name(?: is|'s))\b")
 
 
 def fact_kinds(text: str) -> frozenset[str]:
@@ -426,18 +427,18 @@ def _kinds_fit(new: AbstractSet[str], old: AbstractSet[str]) -> bool:
 # not a `_STATE_CHANGE` ("I changed jobs" is one). Where it says what it is about (`obj`:
 # "about the trip", "about the refund"), it revises a request, the choice itself, or a turn
 # that mentions that thing (`_choice_fits`): "I live in Porto" is no trip.
-_CHANGED_MIND = re.compile(r"\b(?:i|we)(?:'ve| have)?(?: just)? changed (?:my|our) minds?\b"
+_CHANGED_MIND = lazy_compile(r"\b(?:i|we)(?:'ve| have)?(?: just)? changed (?:my|our) minds?\b"
                            r"(?: about (?:the |my |our |that |this )?(?P<obj>[a-z][\w'-]*(?: [a-z][\w'-]*)?))?")
 # A value given for "it" or "that", nothing named: the thing the user just spoke of ("Sorry,
 # it's the 14th." after "My flight is on the 12th.", "Oops, that's 4 nights.")
-_IT_VALUE = re.compile(r"^(?:(?:sorry|oops|whoops|no|wait|actually|my (?:mistake|bad))[,.!:]?\s+)*"
+_IT_VALUE = lazy_compile(r"^(?:(?:sorry|oops|whoops|no|wait|actually|my (?:mistake|bad))[,.!:]?\s+)*"
                        r"(?:it's|it is|that's|that is|it should be|that should be) (?!not\b)")
 # A correction that says only the value it replaces ("Instead of Lisbon", the part of "Instead
 # of Lisbon, can you find flights from Porto?" before its request, `assertive_text`):
 # what replaces it is asked for, so it revises a request, never a fact ("I moved to Lisbon").
-_ONLY_OLD_VALUE = re.compile(r"^(?:(?:oh|ok(?:ay)?|so|and|but|actually|hmm+|um+|wait)[,.!]?\s+)*"
+_ONLY_OLD_VALUE = lazy_compile(r"^(?:(?:oh|ok(?:ay)?|so|and|but|actually|hmm+|um+|wait)[,.!]?\s+)*"
                              r"(?:instead of|rather than|in place of) [^,;:.!?]+[,;:.!?]*")
-_BARE_RETRACTION = re.compile(
+_BARE_RETRACTION = lazy_compile(
     r"^(?:(?:hmm+|oh|ok(?:ay)?|wait|no|sorry|actually|um+)[,.!]?\s+)*"
     r"(?:scratch that|never ?mind|nvm|forget (?:it|that|what i (?:just )?said)|ignore (?:that|"
     r"my last (?:message|request))|"
@@ -447,12 +448,12 @@ _BARE_RETRACTION = re.compile(
 # A worry waved off ("Forget about it, it's fine.", "Don't worry about it, no problem."):
 # "it" is what the other party is sorry for, no plan of the user's; the turn takes nothing
 # back, nor is searched by meaning for something to take back.
-_DISMISSAL = re.compile(
+_DISMISSAL = lazy_compile(
     r"^(?:(?:oh|ah|hey|no|ok(?:ay)?)[,.!]?\s+)*(?:forget (?:about )?it|don't worry(?: about it)?)[,.!]?\s+"
     r"(?:(?:it's|it is|that's|that is|all) (?:fine|ok(?:ay)?|alright|all right|good|no (?:problem|big deal|worries))"
     r"|no (?:problem|worries|harm done|big deal))\b[^,;:?]*[.!]*$"
 )
-_RETRACTION_OPENER = re.compile(r"^(?:\w+[,.!]?\s+)?(?:scratch that|never ?mind)\b")
+_RETRACTION_OPENER = lazy_compile(r"^(?:\w+[,.!]?\s+)?(?:scratch that|never ?mind)\b")
 # An order that calls off a plan by its name, opening the turn ("Cancel the haircut.",
 # "Call off the concert on Friday.", "Scratch the landlord call, something came up."): its
 # object is a noun phrase of up to PLAN_OBJECT_WORDS words, then a mark, the end, or a time
@@ -473,7 +474,7 @@ _NO_PLAN_WORDS = r"it|this|that|them|everything|anything|all|any|some|a|an|his|h
 _WHEN_WORDS = "tonight|today|tomorrow|this|next|on|for|at|by|in"
 # the slots (`detect_slots`) of a time: a day, a date, an hour
 _WHEN_SLOTS = frozenset(("weekday", "date", "time"))
-_PLAN_RETRACTION = re.compile(
+_PLAN_RETRACTION = lazy_compile(
     r"^(?:(?:ok(?:ay)?|oh|hmm+|so|actually|sorry|wait|no|and)[,.!]?\s+)*(?:please |just )?"
     rf"(?:(?:{_CALL_OFF_VERBS}) (?:the|my|our|that)|(?:cancel|call off)(?= (?!(?:{_NO_PLAN_WORDS})\b)))"
     rf" (?P<obj>[a-z][\w'-]*(?: (?!(?:{_WHEN_WORDS}|is|are|was|were)\b)[a-z][\w'-]*){{0,{PLAN_OBJECT_WORDS - 1}}})"
@@ -485,7 +486,7 @@ _PLAN_RETRACTION = re.compile(
 # work" no plan), then a time, then "off" or "cancelled" ending the clause. A place or
 # thing after "off" is a state of something else ("The lights are off in the kitchen."),
 # and a past told with more after it a story ("The show was cancelled after two seasons.").
-_OFF_STATE = re.compile(
+_OFF_STATE = lazy_compile(
     r"^(?:(?:ok(?:ay)?|oh|hmm+|so|sorry|well|bad news|unfortunately|and)[,.!:]?\s+)*(?:(?:the|my|our|that|this) )?"
     rf"(?!(?:it|this|that|everything|all|i|we|you|he|she|they)\b)"
     rf"(?P<obj>[a-z][\w-]*(?: (?!(?:{_WHEN_WORDS}|is|are|was|were|has|have|got)\b)[a-z][\w-]*){{0,{PLAN_OBJECT_WORDS - 1}}}?)"
@@ -505,7 +506,7 @@ _PLAN_INTENTS = frozenset(("instruction", "correction"))
 # membership, I'm moving."): neither takes back a booking it shares no word with. Only a
 # kind the booking is, by meaning (`KindCheck`, as for `_OBJECT_RETRACTION`): "Cancel the
 # flight." or "Cancel the subscription." after "Book a table at Nong's" takes nothing.
-_KIND_CALL_OFF = re.compile(
+_KIND_CALL_OFF = lazy_compile(
     r"^(?:(?:ok(?:ay)?|oh|hmm+|so|actually|sorry|wait|no|and)[,.!]?\s+)*(?:please |just )?"
     rf"(?:{_CALL_OFF_VERBS}) (?P<det>the|that|my|our) (?P<obj>[a-z][\w'-]*(?: [a-z][\w'-]*)?)"
     r"(?:,? (?:please|thanks))?[\s.!]*$"
@@ -546,8 +547,8 @@ _GETTING_VERBS = frozenset(("get", "make", "arrange"))
 # or a clause of its own; never another noun it names ("a booking question", "a
 # reservation number")
 _ARRANGEMENT_TAIL = "on|at|for|with|in|this|next|today|tonight|tomorrow|and|but|so|that|which"
-_STATED_ARRANGEMENT: dict[str, re.Pattern[str]] = {
-    act: re.compile(
+_STATED_ARRANGEMENT: dict[str, LazyPattern] = {
+    act: lazy_compile(
         r"(?:^|[.!?]\s+)(?:(?:so|and|also|oh|btw|fyi),?\s+)*(?:"
         rf"(?:i|we)(?: have|'ve got| have got)(?! to\b| no\b| not\b| never\b)\b[^,.;:!?]*?\b(?:{forms})"
         rf"(?=$|[,.;:!?]| (?:{_ARRANGEMENT_TAIL})\b)"
@@ -575,7 +576,7 @@ def _states_arrangement(text: str, act: str) -> bool:
 
 
 # a request's verb: its first word after a politeness or a "can you" ("Could you book ...")
-_REQUEST_VERB = re.compile(
+_REQUEST_VERB = lazy_compile(
     r"^(?:(?:ok(?:ay)?|so|also|and|then|hi|hey)[,!]?\s+)*"
     r"(?:(?:please|can you|could you|would you|will you|(?:i'd like|i need|i want)(?: you)? to|go ahead and)\s+)*"
     r"(?P<verb>[a-z]+)\b"
@@ -588,7 +589,7 @@ _REQUEST_VERB = re.compile(
 # never "the hotel", "the flight", "the password" or "the weather" for the table). A clause after it tells what the phrase was ("Forget the weather, we'll
 # go anyway.": a worry, no plan); "Forget it, ..." names nothing ("it"), and "I forgot
 # the restaurant's name" opens with no retraction.
-_OBJECT_RETRACTION = re.compile(
+_OBJECT_RETRACTION = lazy_compile(
     r"^(?:(?:ok(?:ay)?|oh|hmm+|so|actually|sorry|wait|no|and)[,.!]?\s+)*(?:please |just )?"
     r"(?:forget|ignore|disregard|never ?mind) (?:about )?(?:the|my|our|that) "
     rf"(?P<obj>[a-z][\w'-]*(?: (?!(?:{_WHEN_WORDS})\b)[a-z][\w'-]*){{0,2}})"
@@ -600,7 +601,7 @@ _OBJECT_RETRACTION = re.compile(
 # what follows. The time or clause after it is the user's own plan or reason; at most it
 # narrows among bookings of the kind the noun names (`_named_venue`). Not "forget that":
 # "forget that I said Tuesday" names no thing.
-_RETRACTED_OBJECT = re.compile(
+_RETRACTED_OBJECT = lazy_compile(
     r"^(?:(?:ok(?:ay)?|oh|hmm+|so|actually|sorry|wait|no|and)[,.!]?\s+)*(?:please |just )?"
     r"(?:forget|ignore|disregard|never ?mind) (?:about )?(?:the|my|our) "
     rf"(?P<obj>[a-z][\w'-]*(?: (?!(?:{_WHEN_WORDS})\b)[a-z][\w'-]*){{0,2}})(?![\w'-])"
@@ -609,7 +610,7 @@ _RETRACTED_OBJECT = re.compile(
 # Friday", "a pizza from Luigi's", "at the Ritz"): its kind is not said, so a retraction's
 # noun ("the restaurant") may name it. "the Altis hotel" names its kind ("hotel"), "a
 # flight to Lisbon" a thing of its own: no retraction of another kind takes them.
-_NAMED_VENUE = re.compile(r"\b(?:at|from) (?:the )?(?P<name>[A-Z][\w'&-]*(?: [A-Z][\w'&-]*)*)(?P<after> [A-Za-z][\w'-]*)?")
+_NAMED_VENUE = lazy_compile(r"\b(?:at|from) (?:the )?(?P<name>[A-Z][\w'&-]*(?: [A-Z][\w'&-]*)*)(?P<after> [A-Za-z][\w'-]*)?")
 # The kinds of business a name alone may stand for ("at Nong's", "from Luigi's", "at
 # Serenity"): the yardstick `KindCheck` measures a retraction's noun with, never a list of
 # the nouns a retraction may say ("the dinner", "the pizza", "the massage" are in none).
@@ -696,7 +697,7 @@ KIND_MARGIN_COSINE = 0.01
 KIND_LEAD_COSINE = 0.02
 # the words that end a request's phrase for what it books: a place, a time, a party
 # ("a table for four at Chez Marie", "two seats at the Globe", "sushi from Sakura")
-_BOOKED_THING_END = re.compile(r"\b(?:at|from|for|on|in|to|with|by|this|next|tonight|tomorrow|today)\b")
+_BOOKED_THING_END = lazy_compile(r"\b(?:at|from|for|on|in|to|with|by|this|next|tonight|tomorrow|today)\b")
 
 
 def _booked_thing(request: str) -> str | None:
@@ -876,7 +877,7 @@ def _off_fits(obj: str, c: Candidate) -> bool:
 # as its noun does ("The hike is off.", "The camping trip is cancelled."), where a word
 # shared only as an -ing form is otherwise half a word (INFLECTION_CROSS_SHARE: "I watched
 # a documentary" is no "watch").
-_GO_OUTING = re.compile(r"\b(?:go|goes|going|went|gone)\s+([a-z]{2,})ing\b")
+_GO_OUTING = lazy_compile(r"\b(?:go|goes|going|went|gone)\s+([a-z]{2,})ing\b")
 
 
 def _go_outings(text: str) -> frozenset[str]:
@@ -930,7 +931,7 @@ def _unit_rows(vecs: np.ndarray) -> np.ndarray:
 # "Correction: my kids leave at 8:00.", "Update: my parents arrive on Saturday."): the
 # opener set off by a mark, an apology's own words ("sorry to hear", "sorry I didn't")
 # being none
-_CORRECTION_FRAME = re.compile(r"^(?:(?:oh|ah|um+|hmm+|ok(?:ay)?)[,.!]?\s+)?"
+_CORRECTION_FRAME = lazy_compile(r"^(?:(?:oh|ah|um+|hmm+|ok(?:ay)?)[,.!]?\s+)?"
                                r"(?:sorry|oops|whoops|my (?:mistake|bad)|correction|update|quick update)[,:;.!-]+\s*")
 
 
@@ -941,11 +942,11 @@ _CORRECTION_FRAME = re.compile(r"^(?:(?:oh|ah|um+|hmm+|ok(?:ay)?)[,.!]?\s+)?"
 # the store opens at 10am.") or the speaker's present state ("Sorry, I have 3 kids."). The
 # clause runs to the next mark; what follows it may still correct ("Sorry, I was wrong,
 # it's 10am.").
-_SPEAKER_EVENT = re.compile(
+_SPEAKER_EVENT = lazy_compile(
     r"(?:i|we)(?:'m|'re| am| are| was| were|'ve been| have been|'d been| had been)(?: \w+ly| just| still)? \w+ing\b"
     r"|(?:i|we)(?: just| only| really| still| also)? (?:was|were|had|got|\w{2,}ed)\b"
 )
-_APOLOGY_REASON = re.compile(rf"(?:{_SPEAKER_EVENT.pattern})[^,;:.!?]*")
+_APOLOGY_REASON = lazy_compile(rf"(?:{_SPEAKER_EVENT.pattern})[^,;:.!?]*")
 
 
 def _framed_correction(norm: str) -> str | None:
@@ -965,7 +966,7 @@ def _framed_correction(norm: str) -> str | None:
 # "forget about the hotel", "I don't work at Acme anymore".
 # (Case-insensitive cue words, but the optional second word of the value must be capitalised:
 # "Fly.io", "Harcourt Road", not "Acme anymore".)
-_OLD_VALUE = re.compile(
+_OLD_VALUE = lazy_compile(
     r"\b(?i:not|instead of|rather than|no longer|anymore at|about|forget(?: about)?(?: the)?|"
     r"(?:don't|do not|doesn't|does not|no longer) \w+ (?:at|for|in|with|on))"
     r"\s+(?i:the |a |an |my )?([\w:$.@'-]+(?: [A-Z][\w'-]+)?)"
@@ -980,7 +981,7 @@ _MONTHS = (
     "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
 )
 # a capitalised day or month is a time, no place's name ("from Friday to Monday")
-_TIME_NAME = re.compile(rf"(?:{DAY_NAMES}|{_MONTHS})s?\b", re.IGNORECASE)
+_TIME_NAME = lazy_compile(rf"(?:{DAY_NAMES}|{_MONTHS})s?\b", re.IGNORECASE)
 # number words a slot value may hold, with their digits: an echo in words is the same
 # value as in digits ("Four nights." for "4 nights")
 _NUMBER_VALUES = {"one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
@@ -991,53 +992,53 @@ _LANGUAGES = (
     "english|french|spanish|german|italian|portuguese|dutch|russian|chinese|mandarin|cantonese|japanese|korean|"
     "arabic|hindi|turkish|polish|swedish|norwegian|danish|finnish|greek|hebrew|vietnamese|thai|indonesian"
 )
-_SLOT_PATTERNS: dict[str, re.Pattern[str]] = {
-    "email": re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),  # "a@b.com." closing a sentence is "a@b.com"
-    "phone": re.compile(r"\b(?:\+?\d{1,3}[ -])?(?:\(?\d{3}\)?[ -])?\d{3}-\d{4}\b"),
+_SLOT_PATTERNS: dict[str, LazyPattern] = {
+    "email": lazy_compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),  # "a@b.com." closing a sentence is "a@b.com"
+    "phone": lazy_compile(r"\b(?:\+?\d{1,3}[ -])?(?:\(?\d{3}\)?[ -])?\d{3}-\d{4}\b"),
     # the value ends at a digit: "$500." closing a sentence is "$500", as in "$500 a month"
-    "money": re.compile(r"[$€£]\s?\d+(?:[,.]\d+)*|\b\d+(?:[,.]\d+)*\s?(?:dollars|euros|pounds|usd|eur|gbp|bucks)\b"),
-    "time": re.compile(
+    "money": lazy_compile(r"[$€£]\s?\d+(?:[,.]\d+)*|\b\d+(?:[,.]\d+)*\s?(?:dollars|euros|pounds|usd|eur|gbp|bucks)\b"),
+    "time": lazy_compile(
         r"\b\d{1,2}(?::\d\d)?\s?(?:am|pm)\b|\b\d{1,2}:\d\d\b|\bnoon\b|\bmidnight\b"
         # "at 6", "by 10": a bare hour after a time preposition, unless a unit follows ("to 6 people")
         r"|\b(?:at|by|until) (?:[1-9]|1[0-2])\b(?![-/.:]\d|\s?(?:am|pm))"
         r"(?! (?:people|nights|days|km|miles|degrees|kids|guests|percent|%))"
     ),
-    "date": re.compile(
+    "date": lazy_compile(
         rf"\b(?:{_MONTHS})\.? \d{{1,2}}(?:st|nd|rd|th)?\b|\b\d{{1,2}}(?:st|nd|rd|th)\b"
         r"|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b"
     ),
-    "weekday": re.compile(
+    "weekday": lazy_compile(
         rf"\b(?:{DAY_NAMES}|weekday|weekend|tomorrow|tonight)s?\b"
     ),
     # a part of the day as a routine's time ("on Tuesday evenings", "every morning", "early
     # in the morning", "at night"), not one day's ("this morning", "last night"); "nights"
     # alone counts stays ("4 nights")
-    "daypart": re.compile(
+    "daypart": lazy_compile(
         r"\b(?:mornings|afternoons|evenings)\b|\b(?:every|each) (?:morning|afternoon|evening|night)\b"
         r"|\b(?:(?:early|late) )?in the (?:morning|afternoon|evening)\b|\bat night\b"
     ),
-    "size": re.compile(
+    "size": lazy_compile(
         r"\b(?:size (?:xs|s|m|l|xl|xxl|\d+)|extra[- ]small|extra[- ]large|small|medium|large|xs|xl|xxl)\b"
     ),
-    "language": re.compile(rf"\b(?:{_LANGUAGES})\b"),
+    "language": lazy_compile(rf"\b(?:{_LANGUAGES})\b"),
     # a code of digits and letters ("room 4b", "gate b12", "seat 14c"), not an ordinal or a unit
-    "code": re.compile(r"\b(?=[a-z]*\d)(?=\d*[a-z])(?!\d+(?:st|nd|rd|th|am|pm|s|k|m|km|kg|g|h|x)\b)[a-z0-9]{2,8}\b"),
-    "number": re.compile(rf"\b(?:\d+(?:\.\d+)?|{_NUMBER_WORDS})\b"),
+    "code": lazy_compile(r"\b(?=[a-z]*\d)(?=\d*[a-z])(?!\d+(?:st|nd|rd|th|am|pm|s|k|m|km|kg|g|h|x)\b)[a-z0-9]{2,8}\b"),
+    "number": lazy_compile(rf"\b(?:\d+(?:\.\d+)?|{_NUMBER_WORDS})\b"),
 }
 # Place: a capitalised name after a locative preposition, or a street address.
 # ("work at Acme" names an employer, not a place.)
-_PLACE = re.compile(
+_PLACE = lazy_compile(
     r"(?<!work )(?<!working )(?<!study )"
     r"\b(?:in|to|at|from|near|into|visit(?:ing)?|around)\s+((?:[A-Z][\w'-]+)(?:[ ,]+[A-Z][\w'-]+)*)"
     r"|\b\d+\s+[A-Z][\w'-]+\s+(?:Road|Rd|Street|St|Avenue|Ave|Lane|Ln|Boulevard|Blvd|Drive|Dr|Way|Place|Pl)\b"
 )
-_EMAIL_RUN_START = re.compile(r"(?<![\w.+-])" + _SLOT_PATTERNS["email"].pattern)  # see _emails
+_EMAIL_RUN_START = lazy_compile(r"(?<![\w.+-])" + _SLOT_PATTERNS["email"].pattern)  # see _emails
 # Where a money value can start (see _money): a currency sign, or the whole of a chain of digit
 # runs joined by single commas or dots ("1,000.50"), read from its first digit
-_MONEY_START = re.compile(r"[$€£]|(?<!\d)(?<!\d[,.])\d++(?:[,.]\d++)*+")
-_CHAIN_SECOND = re.compile(r"\d++[,.](?=\d)")  # a chain's first digit run and its mark: where its second run starts
-_UNIT = re.compile(r"\s*+([a-z]{2,})")  # the word after a number, its unit ("4 people")
-_NOT_PLACE = re.compile(
+_MONEY_START = lazy_compile(r"[$€£]|(?<!\d)(?<!\d[,.])\d++(?:[,.]\d++)*+")
+_CHAIN_SECOND = lazy_compile(r"\d++[,.](?=\d)")  # a chain's first digit run and its mark: where its second run starts
+_UNIT = lazy_compile(r"\s*+([a-z]{2,})")  # the word after a number, its unit ("4 people")
+_NOT_PLACE = lazy_compile(
     rf"^(?:the|a|an|my|our|i|it|{DAY_NAMES}|"
     rf"{_MONTHS}|{_LANGUAGES})$",
     re.I,
@@ -1530,8 +1531,8 @@ def _names_otherwise(value: str, text: str) -> bool:
 
 # a word as written, any case; capitalised words in a row ("New York City"), whose
 # initials are a short name of them ("NYC")
-_ANY_WORD_RE = re.compile(r"(?<![\w'-])[A-Za-z][\w'-]*")
-_CAPITALISED_RUN = re.compile(r"\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)+")
+_ANY_WORD_RE = lazy_compile(r"(?<![\w'-])[A-Za-z][\w'-]*")
+_CAPITALISED_RUN = lazy_compile(r"\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)+")
 # the shortest word of a replaced value that names it alone ("google" of "google llc"; not
 # "a", "of")
 MIN_VALUE_WORD_CHARS = 3
@@ -1690,7 +1691,7 @@ def _named_venue(obj: str, candidates: Sequence[Candidate], eligible: Sequence[C
 # event the user arranged as a request arranges one, which a call-off naming it ends
 # (`_called_off`: "The picnic's cancelled."). `_PLAN_TENSE` with "let's" beside it; a time
 # is needed, so a habit or a state ("I'm learning Spanish") is none.
-_LETS = re.compile(r"^(?:(?:so|ok(?:ay)?|and|also)[,!]?\s+)*let(?:'s| us) \w+")
+_LETS = lazy_compile(r"^(?:(?:so|ok(?:ay)?|and|also)[,!]?\s+)*let(?:'s| us) \w+")
 
 
 def _own_plan(text: str) -> bool:
@@ -1702,7 +1703,7 @@ def _own_plan(text: str) -> bool:
 
 
 # a request about a thing the turn before named ("Get two tickets at the Odeon for it.")
-_ABOUT_IT = re.compile(r"\b(?:for|to|of|about|on|with) (?:it|that|this|them)\b")
+_ABOUT_IT = lazy_compile(r"\b(?:for|to|of|about|on|with) (?:it|that|this|them)\b")
 
 
 def _with_antecedent(c: Candidate, candidates: Sequence[Candidate]) -> str:
@@ -1799,7 +1800,7 @@ def _rest_of_topic(cue: tuple[str, str] | None, old_vals: AbstractSet[str], best
             and any(_contains_value(c.text, v) for v in named)]
 
 
-_NOT_WORD = re.compile(r"[^\w\s]+")
+_NOT_WORD = lazy_compile(r"[^\w\s]+")
 
 
 def _plain(text: str) -> str:
@@ -1811,7 +1812,7 @@ def _plain(text: str) -> str:
 # value differing in it are about different things (`_restates`): a day, a date, a month
 # after a preposition ("in May", not "I may"), today / tonight / tomorrow / yesterday,
 # this / next / last week (month, year, weekend, morning, ...), a year.
-_OCCASION = re.compile(
+_OCCASION = lazy_compile(
     rf"\b(?:{DAY_NAMES})s?\b|\b(?:in|on|since|until|by|from|of) (?:{_MONTHS})\b|\b(?:{_MONTHS})\.? \d{{1,2}}\b"
     r"|\b\d{1,2}(?:st|nd|rd|th)\b|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b|\b(?:today|tonight|tomorrow|yesterday)\b"
     r"|\b(?:this|next|last|coming) (?:week|weekend|month|year|morning|afternoon|evening|night|time)\b"
@@ -1819,19 +1820,19 @@ _OCCASION = re.compile(
 # A past or habitual form: "I used to live in Oslo.", "I lived in Oslo.", "I grew up in
 # Oslo.", "as a student", "when I was ...", "back then", "years ago" are what held then, no
 # saying of what holds now ("I've lived in Oslo for years" is present: not after have / has)
-_PAST = re.compile(
+_PAST = lazy_compile(
     r"\bused to\b|\bgrew up\b|\bwhen (?:i|we|he|she|they) (?:was|were)\b"
     r"|\bas an? (?:student|kid|child|teenager|teen|boy|girl)\b|\b(?:back then|back in|years ago|formerly|previously)\b"
     r"|(?<!'ve )(?<!have )(?<!has )(?<!had )\b(?:lived|worked|resided)\b", re.IGNORECASE)
 _PAST_MARK = "past"  # the one qualifier every past or habitual form gives (`_occasion`)
 # A negation, wish, plan or condition: "I don't want to live in Oslo forever.", "I'd like to
 # live in Oslo.", "If I lived in Oslo ..." state no home, so they restate no "I live in Oslo."
-_MOOD = re.compile(
+_MOOD = lazy_compile(
     r"\b(?:not|never|no longer|\w+n't|cannot|want|wants|wish|hope|would|i'd|we'd|might|may|could|if|plan|"
     r"planning|someday|maybe|like to|love to)\b", re.IGNORECASE)
 # the first person plural opening a statement: "We live in Oslo." is the household's fact,
 # no saying again of the speaker's own "I live in Oslo." (`_restates`)
-_WE = re.compile(r"^(?:we|we're|we've|we'd|we'll|our|ours|us)\b", re.IGNORECASE)
+_WE = lazy_compile(r"^(?:we|we're|we've|we'd|we'll|our|ours|us)\b", re.IGNORECASE)
 
 
 def _occasion(text: str) -> frozenset[str]:
@@ -1856,7 +1857,7 @@ def _named_occasions(text: str) -> frozenset[str]:
 # A correction that moves a thing to another occasion ("make it Wednesday", "moved to
 # Friday", "on Tuesday, not Monday", "reschedule ... for tomorrow"): the occasion it names
 # is then its new value, not the occasion it is about (`_qualifying_occasions`)
-_OCCASION_MOVE = re.compile(
+_OCCASION_MOVE = lazy_compile(
     r"\b(?:make it|not|instead|rather than|mov(?:e|es|ed|ing)|chang(?:e|es|ed|ing)|switch\w*|swap\w*|"
     r"reschedul\w*|push\w*|postpon\w*|bring|brought|shift\w*|to)\b")
 # the slots that name an occasion (`_slots`): a correction with a value besides them (a
@@ -1985,7 +1986,7 @@ def _called_off(text: str, obj: str, candidates: Sequence[Candidate], speaker: s
 # takes back the request it names (`_not_needed`), the way "Cancel the reminder." would.
 # The act after it is a verb and what it is done to; a pronoun alone names nothing of its
 # own ("No need to thank me.", "No need to apologise."): only a request of that very verb.
-_NO_NEED = re.compile(
+_NO_NEED = lazy_compile(
     r"^(?:(?:ok(?:ay)?|oh|so|actually|sorry|and|also|btw)[,.!]?\s+)*"
     r"(?:(?:there's|there is) )?(?:no need to|you (?:don't|do not) need to|you needn't) "
     r"(?P<verb>[a-z]+)\b(?P<obj>[^,.;:!?]*)"
@@ -1998,20 +1999,20 @@ _NO_NEED_EMPTY = frozenset(("me", "us", "it", "that", "this", "them", "him", "he
 # not a request called off; it takes nothing back. With its unit, when it has one ("twice
 # a day"): the phrase is compared whole with the request's, so "twice" is not the "twice a
 # week" of "Remind me to call mum twice a week."
-_NO_NEED_FREQUENCY = re.compile(
+_NO_NEED_FREQUENCY = lazy_compile(
     r"\b(?:twice|again|so often|that often|as often|so much|so many times|all the time|every (?:single )?time"
     r"|each time|constantly|repeatedly|over and over|more than once|(?:\d+|three|four|five|several|many|multiple)"
     r" times)(?:\s+(?:a|an|per|each|every)\s+(?:day|week|month|year|hour|minute|morning|evening|night|"
     r"fortnight|weekend)s?)?\b")
-_NO_NEED_ONCE = re.compile(r"\bonce (?:is|was)(?: quite)? enough\b")  # said after it: "..., once is enough."
+_NO_NEED_ONCE = lazy_compile(r"\bonce (?:is|was)(?: quite)? enough\b")  # said after it: "..., once is enough."
 # where the act's object ends and a clause of its own begins ("about mum because she
 # called", "call mum she called me"): what follows tells why, not what is called off
-_NO_NEED_CLAUSE = re.compile(
+_NO_NEED_CLAUSE = lazy_compile(
     r"\b(?:because|since|as|cos|'cause|now that|i|i'm|i've|i'll|i'd|we|we're|we've|we'll|she|she's|he|he's|"
     r"they|they're|it's)\b")
 # the verbs whose infinitive a request sets its own act to ("Remind me to call mum", "Ask
 # Jo to book the table"): "No need to call mum." names the reminder as well
-_INFINITIVE = re.compile(r"\bto ([a-z]+)\b")
+_INFINITIVE = lazy_compile(r"\bto ([a-z]+)\b")
 
 
 def _verb_forms(stems: Mapping[str, float]) -> set[str]:
@@ -2115,7 +2116,7 @@ def _unitless_number(new: Mapping[str, AbstractSet[str]], old: Mapping[str, Abst
 
 # Words that announce an update of something said before; with a turn close in meaning
 # (and a value asserted for the same slot) they mark that turn superseded.
-UPDATE_CUE = re.compile(
+UPDATE_CUE = lazy_compile(
     _FROM_THEN_ON + r"|\b" + _VALUE_MOVE + r"|"
     r"\b(now|instead|from now on|from here on|going forward|(?:it )?turns out|ended up|any ?more|no longer|switch(ed)?|chang(e|ed)|moved|updated?|actually|"
     r"correction|forget|ignore|drop|scratch|never ?mind|i've decided|decided|mixed (it|that) up|"
@@ -2129,7 +2130,7 @@ _DATE_WORD = (rf"(?:{_MONTHS})\.? \d{{1,2}}(?:st|nd|rd|th)?"
 # The cues that may supersede by meaning alone: "now" and "actually" by themselves open
 # questions and narration ("Now my phone contract ends", "Actually one more: ...") too
 # often; they count only in the form of a value change ("the budget is now ...").
-MEANING_CUE = re.compile(
+MEANING_CUE = lazy_compile(
     _FROM_THEN_ON + r"|\b" + _VALUE_MOVE + r"|"
     r"\b(instead|from now on|from here on|going forward|(?:it )?turns out|ended up|any ?more|no longer|switch(ed)?|chang(e|ed)|moved|updated?|"
     r"correction|forget|ignore|drop|scratch|never ?mind|i've decided|decided|mixed (it|that) up|"
@@ -2147,7 +2148,7 @@ MEANING_CUE = re.compile(
 # supersede by meaning only a turn that shares a content word with it, the same activity
 # ("go to the gym"), as well as a value of the same slot: a routine's time is the value of
 # any routine's ("I now drink coffee in the evenings" is not "I take my vitamins every morning")
-ROUTINE_NOW = re.compile(r"\b(?:i|we|he|she|they) now [a-z]+")
+ROUTINE_NOW = lazy_compile(r"\b(?:i|we|he|she|they) now [a-z]+")
 SUPERSEDE_MIN_COSINE = 0.3  # measured: same-topic updates median 0.46, unrelated pairs p99 0.35
 SUPERSEDE_SEARCH_K = 12  # nearest earlier turns a correction may reach however far back
 SUPERSEDE_PREFER_MARGIN = 0.05  # cosine a load-bearing target may trail the nearest statement by
@@ -2167,13 +2168,13 @@ MIN_ECHO_VALUE_CHARS = 2  # a shared value shorter than this ("5") is no evidenc
 # acknowledgement of it ("requests it is.", "Switched to httpx."): nothing else it says
 ECHO_SHORT_WORDS = 4
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_SENTENCE = lazy_compile(r"(?<=[.!?])\s+")
 # Words that end what they name without replacing it ("forget the allergy thing").
-_RETRACTS = re.compile(r"\b(?:forget|ignore|drop|scratch|never ?mind|disregard)\b")
+_RETRACTS = lazy_compile(r"\b(?:forget|ignore|drop|scratch|never ?mind|disregard)\b")
 # Idioms that hold a cue word and revise nothing ("I'll never forget it", "don't forget to
 # pack", "baked from scratch", "drop by", "scratch my head"): removed before the cue words
 # are looked for.
-_IDIOMS = re.compile(
+_IDIOMS = lazy_compile(
     r"(?:\b(?:never|not|no)|n't)\s+(?:\w+\s+){0,2}?(?:forget|ignore)\b|\bforget-me-nots?\b|\bfrom scratch\b"
     r"|\bdrop(?:ped|ping|s)?\s+(?:by|off|in|out)\b|\bscratch(?:ed|es|ing)?\s+(?:my|his|her|our|their|the)\s+"
     r"(?:head|back|surface)\b"
@@ -2183,7 +2184,7 @@ _IDIOMS = re.compile(
     r"|\bfor\s+(?:a\s+)?change\b")
 # An attachment described in brackets ("[image: a photo of a lake]"): it asserts nothing a
 # correction could revise, and its words ("image", "photo") are shared by every such turn.
-_ATTACHMENT = re.compile(r"\[(?:image|photo|picture|file|attachment|audio|video)\b[^\]]*\]", re.IGNORECASE)
+_ATTACHMENT = lazy_compile(r"\[(?:image|photo|picture|file|attachment|audio|video)\b[^\]]*\]", re.IGNORECASE)
 
 
 def _cue_text(norm: str) -> str:
@@ -2237,7 +2238,7 @@ MAX_PARTY_MODIFIERS = 2  # modifiers read before the person: "my little baby bro
 # any case: a statement opens capitalised ("Actually my flight ..."), a clause after a comma not
 # (without IGNORECASE "Actually my flight is on Wednesday" was read as nobody's fact and revised
 # "My sister's flight is on Tuesday", while "Actually, my flight ..." did not)
-_OPENER = re.compile(r"^(?:(?:actually|oh|so|well|also|and|but|now|update|correction|sorry|ok|okay|hmm+|um+|btw|"
+_OPENER = lazy_compile(r"^(?:(?:actually|oh|so|well|also|and|but|now|update|correction|sorry|ok|okay|hmm+|um+|btw|"
                      r"wait|no|yes|yeah|anyway|fyi|quick update|by the way|just so you know|heads up|"
                      # a self-correction's frame: the holder is what follows ("I meant she is 8")
                      r"i meant|i mean|"
@@ -2262,11 +2263,11 @@ _THEIRS_AFTER_VERB = frozenset(("his", "her", "hers", "their", "its", "to", "in"
 _COPULAS = frozenset(("is", "are", "was", "were", "'s", "'re", "got", "gets", "has", "have", "had", "became",
                       "becomes", "lives", "live", "works", "work", "quit", "left", "retired"))
 # a named person as the subject of a change of their own state ("Tom moved to Munich")
-_NAME_SUBJECT = re.compile(r"^([A-Z][a-z]+)(?:'s\b| (?:just |finally |recently )?(?:moved|lives|works|switched|changed|"
+_NAME_SUBJECT = lazy_compile(r"^([A-Z][a-z]+)(?:'s\b| (?:just |finally |recently )?(?:moved|lives|works|switched|changed|"
                            r"quit|joined|left|started|got|is now|retired|relocated|transferred))")
 # a party the user names by their name too ("my son Theo has ...", "our neighbour Ana's
 # dog ..."): the name is the party's, said beside it, not the verb
-_PARTY_NAMED = re.compile(r"^(?i:my|our)\s+(?:(?i:" + "|".join(sorted(_PARTY_MODIFIERS)) + r")(?:\s+|-))*"
+_PARTY_NAMED = lazy_compile(r"^(?i:my|our)\s+(?:(?i:" + "|".join(sorted(_PARTY_MODIFIERS)) + r")(?:\s+|-))*"
                           r"([A-Za-z-]+)\s+([A-Z][a-z]+)(?:'s)?\b")
 _NOT_NAMES = frozenset(("the", "this", "that", "these", "those", "it", "there", "here", "what", "which", "our",
                         "my", "your", "we", "they", "he", "she", "let", "please", "make", "change", "switch",
@@ -2277,9 +2278,9 @@ _OCCASION_WORDS = frozenset((*DAY_NAMES.split("|"), "today", "tonight", "tomorro
 # a cut starts at the first space of its run, or at its mark right after the cut before (which
 # took the spaces), and keeps the spaces it took: searched from each space of a long run,
 # "\s*" backtracked over the rest of it, n squared (as statements._JOIN)
-_CLAUSE_CUT = re.compile(r"(?<!\s)\s*+[,;:\u2014]\s+|[,;:\u2014]\s+|(?<!\s)\s++-\s+")
-_WORD_RE = re.compile(r"[a-z][a-z'-]*|[^\sa-z]")
-_COMMON_WORD_RE = re.compile(r"(?<![\w'-])[a-z][a-z'-]*")  # a word as written in lower case
+_CLAUSE_CUT = lazy_compile(r"(?<!\s)\s*+[,;:\u2014]\s+|[,;:\u2014]\s+|(?<!\s)\s++-\s+")
+_WORD_RE = lazy_compile(r"[a-z][a-z'-]*|[^\sa-z]")
+_COMMON_WORD_RE = lazy_compile(r"(?<![\w'-])[a-z][a-z'-]*")  # a word as written in lower case
 
 
 def _number_forms(word: str) -> frozenset[str]:
@@ -2410,7 +2411,7 @@ _PLACE_OR_THING = _DETERMINERS | frozenset((
 # words that tell a thing's state, not which thing ("my new address", "the current plan")
 _NEUTRAL_MODIFIERS = frozenset(("new", "old", "current", "updated", "correct", "actual", "real", "final", "latest",
                                 "previous", "original", "right", "exact", "usual", "whole", "total"))
-_PHRASE_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|[^\sA-Za-z]+")
+_PHRASE_WORD = lazy_compile(r"[A-Za-z][A-Za-z'-]*|[^\sA-Za-z]+")
 # what opens a verb's object ("broke a glass", "gave me a lift", "ate the fish"): an article,
 # a possessive or an object pronoun, which no word of a noun phrase is followed by ("this",
 # "that", "these" and "those" also open a time, "this week", or a relative clause)
@@ -2544,7 +2545,7 @@ def _participle(word: str) -> bool:
 # week", "every other Monday"): after a present-tense verb it tells when, as a preposition
 # and a time do ("my dog eats twice a day at 8am" is the dog's routine, not the dog acting
 # on an object "twice")
-_FREQUENCY = re.compile(
+_FREQUENCY = lazy_compile(
     rf"^(?:once|twice|(?:\d+|{_NUMBER_WORDS}) times|every(?: other)?|each)"
     rf" (?:a |an |per |other |\d+ |{_NUMBER_WORDS} )?(?:minute|hour|day|night|week|month|year|morning|evening"
     rf"|afternoon|weekday|weekend|{_DAY})s?\b")
@@ -2772,7 +2773,7 @@ def _names_by_verb(head: str, word: str) -> bool:
 # The speaker's own choice or habit, opening a sentence ("I prefer ...", "I'd like ...",
 # "We always book ...", "I usually take ..."): a target holding the slot's modifier so
 # holds the slot ("I like aisle seats on flights." is a seat preference)
-_OWN_CHOICE = re.compile(
+_OWN_CHOICE = lazy_compile(
     r"(?:^|[.!?]\s+)(?:(?:actually|also|so|and|oh|well|yes|yeah),?\s+)*(?:i|we)(?:'d| would)?\s+"
     r"(?:(?:always|usually|normally|typically|generally|often|mostly|really|also|still|just|rather)\s+)*"
     r"(?:prefer|like|love|want|need|get|receive|take|order|use|book|choose|pick|eat|drink|have|sit|keep|"
@@ -2791,7 +2792,7 @@ _PRESENT_AFTER_SUBJECT = (r"(?:\s+(?:always|usually|normally|typically|generally
                           r"should|must|will|can)\b)*\s+(?:is|are|come|comes|go|goes|arrives?|gets?|be)\b"
                           # a state or a place, no value: "is broken", "is getting cold", "is on the third floor"
                           r"(?!\s+(?:[a-z]+ing|[a-z]+ed|broken|on|in|at|under|near|behind)\b)")
-_OWN_SUBJECT = re.compile(
+_OWN_SUBJECT = lazy_compile(
     r"(?:^|[.!?]\s+)(?:(?:actually|also|so|and|oh|well|yes|yeah),?\s+)*(?:"
     r"(?:my|our)\s+(?:(?:current|usual|regular|default)\s+)?(?P<own>[a-z]+)"
     r"(?:\s+(?:on|at|for|in|with)\s+[a-z]+s)?" + _PRESENT_AFTER_SUBJECT + r"|"
@@ -2839,7 +2840,7 @@ def _clauses(text: str) -> frozenset[tuple[str | None, Subject | None, str | Non
 # its target as a subject would (`_subjects_fit`). Read as the user's clause about nothing,
 # "I changed my personal email to kim@proton.me." revised "My work email is kim@acme.com.",
 # and "I changed my email signature to ..." revised "My email is ..."
-_CHANGED_OBJECT = re.compile(r"^(?:i|we)(?:'ve| have)?(?: just| finally| already| now)? "
+_CHANGED_OBJECT = lazy_compile(r"^(?:i|we)(?:'ve| have)?(?: just| finally| already| now)? "
                              r"(?:changed|switched|updated|moved|set|reset|made|changing|switching|updating) "
                              r"(?:my|our|the) ((?:[a-z][\w'-]* ){0,2}[a-z][\w'-]*) to\b", re.IGNORECASE)
 
@@ -2879,7 +2880,7 @@ _NAMING_HEADS = frozenset(("address", "account", "number", "id", "handle"))
 # Berlin", "instead of Lisbon"): no statement of its own. Read alone it named nobody and
 # nothing, so it might revise anyone's fact ("My brother moved to Munich, not to Berlin."
 # revised "I live in Berlin."; "the rental car is a Honda, not a Toyota" "I drive a Toyota").
-_OLD_VALUE_CLAUSE = re.compile(r"^(?i:not|instead of|rather than|in place of)\b")
+_OLD_VALUE_CLAUSE = lazy_compile(r"^(?i:not|instead of|rather than|in place of)\b")
 # the slot of where someone or something is: a place of the user's state ("I work at Acme in
 # Berlin", "I live in Porto") is the user's own, never the place of a thing the statement
 # does not mention ("the meeting is in Munich"; `may_revise`)
@@ -2888,7 +2889,7 @@ _PLACE_SLOT = "place"
 # "I'm flying out on the 12th", "I'll be in Rome", "we fly to Lisbon"): an event, told by
 # its verb, that a named event ("the trip", "the flight") may be (`_thing_fits`); "I live
 # in Porto", "I moved to Lisbon", "I work at Acme", "I drive a Toyota" tell a state
-_PLAN_TENSE = re.compile(r"\b(?:i|we)(?:'m| am|'re| are)(?: \w+ly| also| still| now)? \w{2,}ing\b"
+_PLAN_TENSE = lazy_compile(r"\b(?:i|we)(?:'m| am|'re| are)(?: \w+ly| also| still| now)? \w{2,}ing\b"
                          r"|\b(?:i|we)(?:'ll| will| shall)\b|\bgoing to\b"
                          r"|\b(?:i|we)(?: \w+ly)? (?:fly|go|travel|head|leave|drive|sail|return) "
                          r"(?:to|from|for|out|back|home|into)\b")
@@ -2998,10 +2999,10 @@ def _thing_fits(thing: str | None, old_holder: str | None, old_subject: Subject 
         or thing in mentions
 
 
-_ENTITY = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][\w'-]+")
+_ENTITY = lazy_compile(r"(?<!^)(?<![.!?] )\b[A-Z][\w'-]+")
 # A title's period ends no sentence: "with Dr. Nguyen now" names Nguyen mid-sentence.
 _TITLES = ("Dr", "Mr", "Mrs", "Ms", "Mx", "Prof", "St", "Jr", "Sr", "Capt", "Sgt", "Rev")
-_TITLE_PERIOD = re.compile(rf"\b({'|'.join(_TITLES)})\.(?= [A-Z])")
+_TITLE_PERIOD = lazy_compile(rf"\b({'|'.join(_TITLES)})\.(?= [A-Z])")
 _TITLE_WORDS = frozenset(t.lower() for t in _TITLES)  # a title is part of a name, not one
 
 
@@ -3167,7 +3168,7 @@ def _numbers(text: str) -> set[str]:
     return {v.split(" ", 1)[0] for v in _slots(text).get("number", ()) if len(v.split(" ", 1)[0]) >= 2}
 
 
-_IDENTIFIER = re.compile(r"(?<![\w.-])[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)+(?![\w-])")
+_IDENTIFIER = lazy_compile(r"(?<![\w.-])[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)+(?![\w-])")
 
 
 def _identifiers(text: str) -> set[str]:
@@ -3215,7 +3216,7 @@ def _asserts_new_value(text: str, target: str) -> bool:
 # the pool at 5pm", "forget the yoga class on Monday"); "to" and a number is a value moved
 # ("drop the budget to $500"), no place; "for" and "with" tell a purpose or a party as
 # often ("ignore the cake for the party", "drop the call with the landlord"): a name's part
-_OWN_ADJUNCT = re.compile(r"\b(?:at|to(?! [$€£]?\d)|into|onto|in|on|from|by|near|until|before|after)\b")
+_OWN_ADJUNCT = lazy_compile(r"\b(?:at|to(?! [$€£]?\d)|into|onto|in|on|from|by|near|until|before|after)\b")
 
 
 def _errand_of_its_own(text: str, target: str) -> bool:
@@ -3294,7 +3295,7 @@ def _evidence(text: str, cand: str) -> tuple[float, float]:
 # An elliptical replacement: a new value ordered for "it", the thing being decided, with
 # nothing that names the slot ("make it La Parrilla", "go with the Sonos speaker", "let's
 # do pale yellow instead"). A manner ("make it quick") is not a value.
-_ELLIPTICAL = re.compile(
+_ELLIPTICAL = lazy_compile(
     r"\b(?:make (?:it|that|this)|change (?:it|that|this) to|switch (?:it |that |this )?(?:over )?to|"
     r"(?:let's |we'll |i'll )?go with|let's (?:do|try|use|get|book|pick|choose)|rename (?:it|that|this) to)\s+"
     r"(?!(?:quick|quicker|fast|faster|short|shorter|brief|snappy|easy|easier|simple|simpler|clear|clearer|"
