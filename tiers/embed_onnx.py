@@ -387,8 +387,8 @@ def export_model(model_path: Path, out_dir: Path) -> Path:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import warnings
 
-    import torch
-
+    # torch is imported after the reference loads: a model that cannot load (weights cut
+    # off, `check_weights`) raises there without it, as the fallback's load does
     reference = SentenceTransformerEmbedder(model_path)
     reference.memo_size = 0
     # the probes are embedded for nobody: the first export often runs inside the caller's
@@ -406,6 +406,7 @@ def export_model(model_path: Path, out_dir: Path) -> Path:
                                   "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
                                   "pooling_mode_lasttoken")):
         raise EmbeddingRuntimeError(model_path, "only mean pooling is exported")
+    import torch
     from transformers import AutoModel
 
     # eager attention: the SDPA path decides at trace time whether a mask is needed
