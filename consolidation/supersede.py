@@ -849,7 +849,7 @@ def _retracted_noun(cue_text: str) -> str | None:
 def _bare_off(m: re.Match[str]) -> bool:
     """Whether a call-off match is a bare "off" of a plan's subject (`_OFF_STATE`: "The
     heating is off."), which names an event only for an event noun (`_off_fits`)."""
-    return m.re is _OFF_STATE and m.group("how") == "off"
+    return m.re is _OFF_STATE.compiled() and m.group("how") == "off"
 
 
 def _off_fits(obj: str, c: Candidate) -> bool:
@@ -1729,7 +1729,7 @@ def _called_off_by_kind(text: str, norm: str, candidates: Sequence[Candidate], s
     if m is None:
         return []
     arranged = _arranged_act(m.group("obj"))
-    if m.re is _KIND_CALL_OFF and m.group("det") in ("my", "our") and arranged is None:
+    if m.re is _KIND_CALL_OFF.compiled() and m.group("det") in ("my", "our") and arranged is None:
         return []  # "Cancel my gym membership.": the user's own thing, no booking
     bare_off = _bare_off(m)  # "The heating is off.": an event's noun, or the thing a booking booked
     words = set(_content(m.group("obj")))

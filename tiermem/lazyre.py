@@ -11,6 +11,8 @@ Invariants:
   and binds that method of the compiled pattern onto the object, so later calls cost an
   attribute lookup, as on a compiled pattern. ``pattern`` is the source string as given,
   available without compiling (modules build patterns out of others' sources at import).
+- A match's ``re`` is the compiled pattern, never the lazy one: code that asks which
+  pattern matched compares ``m.re is X.compiled()`` (supersede's call-off kinds do).
 - Compiling twice in a race is harmless: both threads get equal patterns (``re``'s own cache
   usually the same object), and a method bound twice is bound to an equal pattern.
 - A pattern that does not compile raises at its first use, not at import:
