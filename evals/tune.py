@@ -45,7 +45,9 @@ points that meet `--min-recall` (then the cheapest that meets it wins instead) a
 `--max-cost-ratio` (billed / full context billed); with no probes, the cheapest.
 `--write-config` writes the best candidate as a file in sections (TOML, JSON for a name
 ending in .json): the whole effective config it was measured under (the base file, env,
-its grid values; `best_toml`), the budget and figures in a comment.
+its grid values; `best_toml`), the budget and figures in a comment. A TOML name where a
+candidate holds a null TOML cannot say (`pricing.min_prefix_tokens`) is refused before the
+run (exit 2, `cli._tunes_to_toml`), not after it.
 `--plot` draws recall against billed cost, one point per candidate and budget.
 
 **Reply recall** (`evals.attribution`, no labels needed): each assistant reply's sources,

@@ -127,6 +127,8 @@ MIN_DEMO_BUDGET_TOKENS = 50
 # (MAX_SCHEDULER_INTERVAL_S), which the option's value goes through
 MIN_WATCH_INTERVAL_S = 0.1
 STDIN_NAME = "<stdin>"  # what errors and reports call `tiermem import -`'s input
+# `config --export --format`: stdout has no name to say JSON by, and TOML cannot say a null
+EXPORT_FORMATS = ("toml", "json")
 # the status a shell shows for a process killed by SIGPIPE (`git log | head`): what a
 # command whose stdout's reader went away exits with, saying nothing
 SIGPIPE_EXIT = 128 + signal.SIGPIPE
@@ -1981,18 +1983,31 @@ def _data_dir_source(ctx: click.Context) -> str:
               help="Validate this file (TOML, or JSON by its name; every bad field named) and show its config.")
 @click.option("--export", "export_to", type=OutputPath(allow_dash=True),
               default=None, help="Write the effective config here in sections (JSON when the name ends in "
-              ".json, else TOML; - for stdout); it loads back to the same config.")
+              ".json, else TOML; - for stdout, TOML unless --format json); it loads back to the same config.")
+@click.option("--format", "export_format", type=click.Choice(EXPORT_FORMATS), default=None,
+              help="With --export: the format (default: JSON for a name ending in .json, else TOML; stdout TOML). "
+                   "A file's must match its name, which is how it is read back; a null setting "
+                   "(pricing.min_prefix_tokens) needs JSON.")
 @click.option("--with-secrets", is_flag=True,
               help="With --export: include bearer tokens and URL passwords (left out by default).")
 @click.option("--json", "as_json", is_flag=True, help='Print [{"key", "file_key", "value", "source"}] as JSON.')
 @pass_state
 @click.pass_context
 def config_command(ctx: click.Context, state: CliState, check_file: Path | None, export_to: Path | None,
-                   with_secrets: bool, as_json: bool) -> None:
+                   export_format: str | None, with_secrets: bool, as_json: bool) -> None:
     """Show the effective config and each value's source (secrets redacted), or export it."""
     from tiermem.config import dropped_shares_said_once, explain_sources
-    from tiermem.config_sections import read_file
+    from tiermem.config_sections import is_json, read_file
 
+    if export_format is not None:
+        if export_to is None:
+            raise click.BadParameter("is for --export", param_hint="'--format'")
+        named = "json" if is_json(export_to) else "toml"
+        if str(export_to) != "-" and export_format != named:
+            # a file is read back by its name's format: written in the other, it would not load
+            raise click.BadParameter(f"{export_format} does not match {export_to}, read back as {named} by its "
+                                     f"name; name it {'*.json' if export_format == 'json' else 'without .json'}",
+                                     param_hint="'--format'")
     path = check_file or state.config_path
     if path is not None:
         read_file(path)  # a file that does not parse is named as such, before any field
@@ -2005,7 +2020,7 @@ def config_command(ctx: click.Context, state: CliState, check_file: Path | None,
             check_service_settings(Config.load(path, **overrides))
         if export_to is not None:
             _export_config(path, overrides, export_to, with_secrets=with_secrets,
-                           data_dir_source=_data_dir_source(ctx))
+                           data_dir_source=_data_dir_source(ctx), as_json=export_format == "json")
             return
         rows = explain_sources(path, argument_sources={"data_dir": _data_dir_source(ctx)}, **overrides)
     if as_json:
@@ -2035,12 +2050,21 @@ def _sources_used(rows: list[dict[str, Any]]) -> str:
 
 
 def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *, with_secrets: bool,
-                   data_dir_source: str) -> None:
+                   data_dir_source: str, as_json: bool = False) -> None:
     """Write the effective config as a sectioned file (mode 0600: it may hold secrets),
     its path settings absolute, so that it loads back to the same Config wherever it is
     written (a relative one in a file is read against the file's directory). Its header
-    names the sources its values came from, only those used."""
-    from tiermem.config import SECRETS_LEFT_OUT, Config, explain_sources, export_text, leave_out_secrets
+    names the sources its values came from, only those used. JSON for a name ending in
+    .json, or `as_json` (stdout's --format json: TOML cannot say a null, and stdout has no
+    name to end in .json), else TOML."""
+    from tiermem.config import (
+        JSON_FILE_HINT,
+        SECRETS_LEFT_OUT,
+        Config,
+        explain_sources,
+        export_text,
+        leave_out_secrets,
+    )
     from tiermem.config_sections import absolute_paths, is_json
 
     # a relative path here is the working directory's (--data-dir, env; a file's were joined
@@ -2053,7 +2077,8 @@ def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *
     if left_out:
         header.append(SECRETS_LEFT_OUT.format(", ".join(left_out)))
     to_stdout = str(target) == "-"
-    text = export_text(values, as_json=not to_stdout and is_json(target), header=header)
+    text = export_text(values, as_json=as_json or (not to_stdout and is_json(target)), header=header,
+                       hint="print JSON instead (--format json)" if to_stdout else JSON_FILE_HINT)
     if to_stdout:
         click.echo(text, nl=False)
     else:
@@ -2394,6 +2419,24 @@ def _grid_problem(exc: pydantic.ValidationError, keys: Sequence[str], base: Path
     return "; ".join(parts)
 
 
+def _tunes_to_toml(cands: Sequence[Any], write_config: Path) -> None:
+    """Refuse, before anything is run (exit 2, as the other up-front checks), a TOML
+    --write-config that the best candidate might not be written to: a candidate whose
+    config holds a null TOML cannot say (`toml_lost_nulls`: a null pricing.min_prefix_tokens,
+    from the base or the grid). Found after the run, the whole tune ran, then the command
+    exited 1 without printing its results."""
+    from tiermem.config import TOML_NULL_PROBLEM, toml_lost_nulls
+
+    for cand in cands:
+        lost = toml_lost_nulls(cand.config.model_dump(mode="json"))
+        if lost:
+            hint = f"name a file ending in .json instead ({write_config.with_suffix('.json')})"
+            grid = f" ({', '.join(f'{k}={v}' for k, v in cand.values.items())})" if cand.values else ""
+            raise click.BadParameter(f"{write_config}: candidate {cand.name}{grid}: {lost[0]} "
+                                     + TOML_NULL_PROBLEM.format(hint=hint) + "; nothing was run",
+                                     param_hint="'--write-config'")
+
+
 @cli.command("tune")
 @click.argument("data", type=click.Path(path_type=Path, dir_okay=False, exists=True), required=False)
 @click.option("--budgets", type=TEXT, default="500,1000,2000", show_default=True, callback=_tune_value_given,
@@ -2413,8 +2456,9 @@ def _grid_problem(exc: pydantic.ValidationError, keys: Sequence[str], base: Path
               help="Write the best candidate's whole config, as measured (base, env, grid values), here: TOML, "
                    "JSON for a name ending in .json (mode 0600).")
 @click.option("--with-secrets", is_flag=True,
-              help="With --write-config: keep the base config's bearer tokens and URL passwords (left out by "
-                   "default).")
+              help="With --write-config: keep the bearer tokens (auth_tokens, metrics_tokens) and URL passwords "
+                   "(redis_url, cold_url, llm_base_url) of the config measured, from the base file or env "
+                   "(TIERMEM_*); left out by default.")
 @click.option("--plot", type=OutputPath(), default=None,
               help="Write a PNG of recall against billed cost here (matplotlib, the `eval` extra).")
 @click.option("--no-hot", is_flag=True, help="Without the hot tier (eviction off); for debugging only.")
@@ -2446,6 +2490,8 @@ def tune_command(state: CliState, data: Path | None, budgets: str, base_config: 
         if problem is None:
             raise
         raise click.BadParameter(problem, param_hint="'--grid'") from None
+    if write_config is not None and not is_json(write_config):
+        _tunes_to_toml(cands, write_config)
     if plot is not None:
         try:
             import matplotlib  # noqa: F401  (checked before the run, used after it)

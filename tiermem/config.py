@@ -461,20 +461,42 @@ def _json_leaves(value: Any, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]
         yield path
 
 
+def _names_table(path: tuple[str, ...]) -> bool:
+    """Whether the setting at `path` (flat field first, then keys) is a table (a pydantic
+    model or a dict), not one value; a key that names nothing is not one."""
+    annotation: Any = Config.model_fields[path[0]].annotation
+    for key in path[1:]:
+        model = _table_model(annotation)
+        if model is not None:
+            if key not in model.model_fields:
+                return False
+            annotation = model.model_fields[key].annotation
+            continue
+        mapping = next((t for t in _alternatives(annotation) if typing.get_origin(t) is dict), None)
+        if mapping is None:
+            return False
+        annotation = typing.get_args(mapping)[1]
+    return _is_table(annotation)
+
+
 def _env_leaves_once() -> None:
     """Raise ValueError naming both variables where two set one leaf of a table: a table
     given as JSON (`TIERMEM_LAYER_SHARES='{"tail": 0.3}'`) and that leaf by its own variable
     (`TIERMEM_LAYER_SHARES__TAIL=0.2`), in either spelling. Across spellings that was refused
     (`_merge_env_spellings`), within one the leaf silently won (pydantic-settings merges
     them), so which value acted hung on how the two were spelt. A table's JSON and a leaf it
-    leaves out still merge."""
+    leaves out still merge. A table's variable counts the leaves of its JSON only where its
+    text is a JSON object: empty or not JSON (`TIERMEM_LAYER_SHARES=`), it sets no leaf here
+    and the table's own check names it ("must be JSON (a table)"); counted as the whole
+    table, it was reported as set twice beside any leaf's variable."""
     given: dict[tuple[str, ...], str] = {}
     for name in sorted(os.environ):
         path = _env_setting_path(name)
         if path is None or path[0] not in NESTED_FIELDS:
             continue
-        text = os.environ[name]
-        value = config_sections._env_value(text) if text.lstrip()[:1] == "{" else None
+        value = config_sections._env_value(os.environ[name])
+        if not isinstance(value, dict) and _names_table(path):
+            continue
         for leaf in _json_leaves(value, path):
             # a leaf below one already given (or above it): both set it
             other = next((n for p, n in given.items() if p[:len(leaf)] == leaf or leaf[:len(p)] == p), None)
@@ -1540,17 +1562,22 @@ def toml_lost_nulls(values: dict[str, Any]) -> list[str]:
     return [".".join([config_sections.dotted_name(p[0]), *p[1:]]) for p in lost]
 
 
-def export_text(values: dict[str, Any], *, as_json: bool, header: list[str]) -> str:
+# what a TOML export that could not say a null is refused with, `{hint}` the way to JSON
+# where it is written (a file's name, stdout's --format, tune's --write-config)
+TOML_NULL_PROBLEM = ("is None (null), which a TOML file cannot say (TOML has no null; left out, it would "
+                     "load back as its default); {hint}, which keeps it")
+JSON_FILE_HINT = "write a JSON file instead (a name ending in .json)"
+
+
+def export_text(values: dict[str, Any], *, as_json: bool, header: list[str], hint: str = JSON_FILE_HINT) -> str:
     """Flat effective values as a sectioned file (`config_sections.export_text`) that loads
     back to them: a TOML file that could not say one of them (`toml_lost_nulls`) is refused
-    naming it, pointing to JSON, which can. Written, it loaded back as the default (a null
-    `pricing.min_prefix_tokens` as 1,024), and "an export loads back to the identical
-    Config" did not hold."""
+    naming it, pointing to JSON (`hint`: how, where this text goes), which can. Written, it
+    loaded back as the default (a null `pricing.min_prefix_tokens` as 1,024), and "an export
+    loads back to the identical Config" did not hold."""
     lost = [] if as_json else toml_lost_nulls(values)
     if lost:
-        raise TiermemValidationError(lost[0], "is None (null), which a TOML file cannot say (TOML has no null; "
-                                     "left out, it would load back as its default); write a JSON file "
-                                     "instead (a name ending in .json), which keeps it")
+        raise TiermemValidationError(lost[0], TOML_NULL_PROBLEM.format(hint=hint))
     return config_sections.export_text(values, as_json=as_json, header=header)
 
 
