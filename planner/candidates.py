@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -78,7 +78,7 @@ from tiermem.tiers.formats import (
     wire_body,
 )
 from tiermem.tiers.models import StoredMessage, canonical_role, loads_stored, message_text
-from tiermem.tiers.statements import hidden_many, remaining_text
+from tiermem.tiers.statements import Hidden, hidden_many, remaining_text
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 from tiermem.tiers.turncache import TurnCache, TurnTable
@@ -166,6 +166,10 @@ FAMILY_SEARCH_MAX_K = 1024
 # corrections a caller's checkpoint written before them names (its line and plan); the
 # rest counted: a summary line stays a line
 WRITTEN_BEFORE_NAMED = 3
+# steps of a correction's own chain of supersessions followed to the current value's turn
+# (a correction replaced later, and so on); a guard against a cycle a hand-edited row
+# could record
+CORRECTION_CHAIN_MAX_STEPS = 64
 COVERED_KEPT_CONVERSATIONS = 256  # conversations whose checkpoint's superseded turns are kept (LRU)
 _HAS_WORD = re.compile(r"\w")  # a summary line cut to nothing but joiners says nothing
 MIN_NAME_CHARS = 2  # shorter speaker names are kept in the query's embedding (too ambiguous to strip)
@@ -575,33 +579,87 @@ class Candidates:
         none: what a line citing all of them would be left out for (`summary`'s rule
         and `_current_part`'s for a fold's line: a correction past the view's end). A
         hidden turn is no turn it stands in for (`Memory._fold`). One range read; the
-        turn rows of only the superseded turns, the corrections' times when some."""
-        late: dict[int, list[int]] = {}  # correction -> the covered turns it superseded
+        turn rows of only the superseded turns, the corrections' rows when some.
+
+        A correction is named by the end of its chain (`_chain_ends`: #6 replaced in
+        turn by #9 is named #9, the current value's turn, the plan saying via #6), and
+        only where that end was stored after the checkpoint was written
+        (`SummaryBlock.written_at` against its turn's `created_at`): a checkpoint
+        written after it may already say the current value, and is shown as it is."""
+        late: dict[int, set[int]] = {}  # correction -> the covered turns it superseded
         hid = self.statements.hidden(conv)
         for r in self._superseded_covered(conv, s.start, s.end):
             if r.position in hidden:
                 continue
             by = hid.row(r).superseded_by
             if by is not None and by > s.end:
-                late.setdefault(by, []).append(r.position)
+                late.setdefault(by, set()).add(r.position)
         for p in sorted(self.statements.positions(conv)):
             if s.start <= p <= s.end and p not in hidden:
                 for x in self.statements.parts(conv, p):
-                    if x.by > s.end and p not in late.get(x.by, []):
-                        late.setdefault(x.by, []).append(p)
+                    if x.by > s.end:
+                        late.setdefault(x.by, set()).add(p)
         if not late:
             return None
-        ends = {r.position: r for r in self.cold.turns_at(conv, sorted(late))}
-        named = sorted(late)[:WRITTEN_BEFORE_NAMED]
-        plan = "written before the correction" + ("s" if len(late) > 1 else "") + " " + ", ".join(
-            f"#{b} (of #{', #'.join(map(str, sorted(late[b])))})" for b in named)
-        times = [when(ends[b].created_at, zone) if b in ends else "a later message" for b in named]
-        more = len(late) - len(named)
+        rows, chains = self._chain_ends(conv, late, hid)
+        # the chain's end -> (the covered turns, the corrections it replaced on the way)
+        named_by: dict[int, tuple[set[int], set[int]]] = {}
+        for b, covered in late.items():
+            end, via = chains[b]
+            at = rows.get(end)
+            if s.written_at is not None and at is not None and at.created_at <= s.written_at:
+                continue  # stored before the checkpoint was written: its text may hold it
+            got = named_by.setdefault(end, (set(), set()))
+            got[0].update(covered)
+            got[1].update(via)
+        if not named_by:
+            return None
+        named = sorted(named_by)[:WRITTEN_BEFORE_NAMED]
+
+        def cites(end: int) -> str:
+            covered, via = named_by[end]
+            through = f" via #{', #'.join(map(str, sorted(via)))}" if via else ""
+            return f"#{end} (of #{', #'.join(map(str, sorted(covered)))}{through})"
+
+        plan = ("written before the correction" + ("s" if len(named_by) > 1 else "") + " "
+                + ", ".join(cites(b) for b in named))
+        times = [when(rows[b].created_at, zone) if b in rows else "a later message" for b in named]
+        more = len(named_by) - len(named)
         plan += f" and {more} more" if more else ""
-        label = (f"[written before {'corrections' if len(late) > 1 else 'a correction'} of "
+        label = (f"[written before {'corrections' if len(named_by) > 1 else 'a correction'} of "
                  f"{', '.join(times)}{f' and {more} more' if more else ''}: where they differ, the "
-                 f"{'corrections hold' if len(late) > 1 else 'correction holds'}]")
+                 f"{'corrections hold' if len(named_by) > 1 else 'correction holds'}]")
         return plan, label
+
+    def _chain_ends(self, conv: str, corrections: Collection[int], hid: Hidden
+                    ) -> tuple[dict[int, TurnRow], dict[int, tuple[int, list[int]]]]:
+        """The turn rows read (`superseded_by` past popped turns) and, per correction, the
+        end of its chain of supersessions (a correction itself replaced later, and so on:
+        the turn holding the current value) with the corrections passed on the way. One
+        read per step of the longest chain, up to CORRECTION_CHAIN_MAX_STEPS (a longer
+        chain is named where it was cut); a step goes forward only (a hand-edited
+        `superseded_by` pointing back ends it)."""
+        rows: dict[int, TurnRow] = {}
+        ask = set(corrections)
+        for _ in range(CORRECTION_CHAIN_MAX_STEPS):
+            got = {r.position: hid.row(r) for r in self.cold.turns_at(conv, sorted(ask))}
+            rows.update(got)
+            ask = {r.superseded_by for r in got.values()
+                   if r.superseded_by is not None and r.superseded_by > r.position} - rows.keys()
+            if not ask:
+                break
+        chains: dict[int, tuple[int, list[int]]] = {}
+        for b in corrections:
+            at, via = b, []
+            for _ in range(CORRECTION_CHAIN_MAX_STEPS):
+                r = rows.get(at)
+                nxt = r.superseded_by if r is not None else None
+                if nxt is None or nxt <= at or nxt not in rows:
+                    break
+                via.append(at)
+                at = nxt
+            chains[b] = (at, via)
+        return rows, chains
 
     def _superseded_covered(self, conv: str, start: int, end: int) -> list[TurnRow]:
         """The turn rows from `start` to `end` whose `superseded_by` is recorded: read

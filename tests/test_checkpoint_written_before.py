@@ -1,16 +1,24 @@
 """A caller's checkpoint that a later correction reaches is shown, marked as written before it.
 
-Invariants (planner.candidates `Candidates.summary` and `_written_before`):
+Invariants (planner.candidates `Candidates.summary`, `_written_before`, `_chain_ends`):
 - A checkpoint without per-line sources (a caller's summary text) stands in for every turn
   up to its position, so whether a correction reached it is read over all of them, not
   only the last: a turn it covers that a turn past its end superseded.
 - Such a checkpoint is never dropped for it (its other facts, the allergy here, would go
   with the old value) nor shown unmarked (the old value as current): it is shown with a
   label naming the correction's time, and the plan names the correcting turn by position.
-- A checkpoint written at or after the correction, or one whose correction was popped,
-  is shown as it is.
+- Only a correction stored after the checkpoint was written is named (the correcting
+  turn's `created_at` against `Checkpoint.created_at`): a checkpoint written after it, past
+  the whole log say, may already say the corrected value, and is shown as it is. So is one
+  that covers the correction, or whose correction was popped.
+- A correction itself replaced later (#6's 60 EUR by #9's 80 EUR) is named by the end of
+  the chain, the current value's turn; the plan says which corrections it passed.
 - The correcting turn itself is offered as before: the context shows it.
 Both engines (a SQLite file; a fresh PostgreSQL schema: tests/conftest.py `engine_config`).
+
+Clock: the messages appended before the checkpoint are dated in the past (2023), those
+appended after it in the future (2096), so the checkpoint's write time (the store's clock,
+now) falls between them whatever day the test runs, and no test sleeps.
 """
 
 from __future__ import annotations
@@ -20,8 +28,9 @@ import pytest
 from tiermem import Config, Memory
 from tiermem.tiers.formats import RETRACT_TYPE
 
-T0 = 1.8e9  # 15 Jan 2027 08:00 UTC
-STEP_S = 60  # one message a minute: turn #6 is 08:06
+T_BEFORE = 1.7e9  # 14 Nov 2023 22:13 UTC: messages stored before the checkpoint
+T_AFTER = 4.0e9  # 02 Oct 2096 07:06 UTC: messages stored after it (turn #6 is 07:12)
+STEP_S = 60  # one message a minute, by position
 LOG = [("user", "I have a peanut allergy."),                  # 0
        ("assistant", "Noted, no peanuts."),                   # 1
        ("user", "My dinner budget is 40 EUR."),               # 2
@@ -31,51 +40,83 @@ LOG = [("user", "I have a peanut allergy."),                  # 0
        ("user", "Actually my dinner budget is 60 EUR now."),  # 6: supersedes #2 and #3
        ("assistant", "Updated."),                             # 7
        ("user", "Book me a dinner for Friday.")]              # 8
+# E: the correction corrected again
+AGAIN = [("user", "Actually my dinner budget is 80 EUR."),    # 9: supersedes #6
+         ("user", "Book me a dinner for Friday.")]            # 10
 SUMMARY = "User has a peanut allergy and a dinner budget of 40 EUR."
-LABEL = "[written before a correction of 15 Jan 2027 08:06: where they differ, the correction holds]"
+LABEL_6 = "[written before a correction of 02 Oct 2096 07:12: where they differ, the correction holds]"
+LABEL_9 = "[written before a correction of 02 Oct 2096 07:15: where they differ, the correction holds]"
 QUERY = "Book me a dinner for Friday."
 BUDGET = 600
 
 
-def _context(mem: Memory) -> tuple[str, list[str]]:
+def _append(mem: Memory, log: list[tuple[str, str]], stored_before: int, checkpoint_at: int) -> None:
+    """`log`'s messages 0..stored_before-1, then a checkpoint at `checkpoint_at`, then the rest."""
+    for i, (role, text) in enumerate(log[:stored_before]):
+        mem.append("c", {"role": role, "content": text}, created_at=T_BEFORE + i * STEP_S)
+    mem.checkpoint("c", SUMMARY, checkpoint_at)
+    for i, (role, text) in enumerate(log[stored_before:], start=stored_before):
+        mem.append("c", {"role": role, "content": text}, created_at=T_AFTER + i * STEP_S)
+
+
+def _context(mem: Memory) -> tuple[str, str]:
     ctx = mem.context("c", QUERY, BUDGET, record=False)
     text = "\n".join(str(m.get("content")) for m in ctx.messages)
-    reasons = [i.reason for i in ctx.plan.items if i.slice == "summary"]
-    return text, reasons
+    reasons = [i.reason for i in ctx.plan.items if i.slice == "summary" and i.reason.startswith("checkpoint summary")]
+    assert len(reasons) == 1
+    return text, reasons[0]
 
 
-@pytest.mark.parametrize(("cp_at", "marked"), [
-    (3, True),   # ends on a corrected turn (it was dropped whole: the allergy lost)
-    (4, True),   # ends past the corrected turns, before the correction (it was shown as current)
-    (5, True),   # the same, one turn later
-    (6, False),  # covers the correction itself: written knowing it
-    (7, False),  # after the correction
+@pytest.mark.parametrize(("cp_at", "stored_before", "marked"), [
+    (3, 6, True),   # ends on a corrected turn, written before #6 (it was dropped whole: the allergy lost)
+    (4, 6, True),   # ends past the corrected turns, before the correction (it was shown as current)
+    (5, 6, True),   # the same, one turn later
+    (6, 7, False),  # covers the correction itself: written knowing it
+    (7, 8, False),  # after the correction
+    (4, 9, False),  # written after the whole log: its text may say 60 EUR (was labelled)
+    (4, 7, False),  # written just after the correction was stored (was labelled)
 ])
-def test_checkpoint_written_before_a_correction(engine_config: Config, cp_at: int, marked: bool) -> None:
+def test_checkpoint_written_before_a_correction(engine_config: Config, cp_at: int, stored_before: int,
+                                                marked: bool) -> None:
     with Memory(engine_config) as mem:
-        for i, (role, text) in enumerate(LOG):
-            mem.append("c", {"role": role, "content": text}, created_at=T0 + i * STEP_S)
-        mem.checkpoint("c", SUMMARY, cp_at)
+        _append(mem, LOG, stored_before, cp_at)
         superseded = {r.position: r.superseded_by for r in mem.cold.turns_at(mem._key("c", None)[2], [2, 3])}
         assert superseded == {2: 6, 3: 6}  # the log's supersession, which the rule reads
-        text, reasons = _context(mem)
+        text, reason = _context(mem)
         assert SUMMARY in text  # never dropped: the allergy stays
-        assert (LABEL in text) is marked
+        assert (LABEL_6 in text) is marked
+        assert ("[written before" in text) is marked
         assert "Actually my dinner budget is 60 EUR now." in text  # the correction is offered
-        summary_reasons = [r for r in reasons if r.startswith("checkpoint summary")]
-        assert len(summary_reasons) == 1
-        assert ("written before the correction #6 (of #2, #3)" in summary_reasons[0]) is marked
+        assert ("written before the correction #6 (of #2, #3)" in reason) is marked
+
+
+@pytest.mark.parametrize(("stored_before", "marked"), [
+    (6, True),   # written before #6 and #9: named by #9, the current value (was #6's 60 EUR)
+    (7, True),   # written after #6, before #9: may say 60 EUR, which #9 replaced (was named #6)
+    (10, False),  # written after #9: may say 80 EUR (was labelled, naming #6)
+])
+def test_correction_corrected_again_names_the_current_value(engine_config: Config, stored_before: int,
+                                                            marked: bool) -> None:
+    with Memory(engine_config) as mem:
+        _append(mem, LOG + AGAIN, stored_before, 4)
+        superseded = {r.position: r.superseded_by for r in mem.cold.turns_at(mem._key("c", None)[2], [2, 3, 6])}
+        assert superseded == {2: 6, 3: 6, 6: 9}  # a chain: #2, #3 -> #6 -> #9
+        text, reason = _context(mem)
+        assert SUMMARY in text
+        assert (LABEL_9 in text) is marked
+        assert LABEL_6 not in text  # never the replaced correction's time
+        assert ("written before the correction #9 (of #2, #3 via #6)" in reason) is marked
+        assert "written before the correction #6" not in reason
+        assert "Actually my dinner budget is 80 EUR." in text  # the current value is offered
 
 
 def test_popped_correction_unmarks(engine_config: Config) -> None:
     # the correction retracted (the adapters' pop): 40 EUR is current again, the text too
     with Memory(engine_config) as mem:
-        for i, (role, text) in enumerate(LOG):
-            mem.append("c", {"role": role, "content": text}, created_at=T0 + i * STEP_S)
-        mem.checkpoint("c", SUMMARY, 4)
-        assert LABEL in _context(mem)[0]
-        mem.append("c", {"type": RETRACT_TYPE, "position": 6}, created_at=T0 + len(LOG) * STEP_S)
+        _append(mem, LOG, 6, 4)
+        assert LABEL_6 in _context(mem)[0]
+        mem.append("c", {"type": RETRACT_TYPE, "position": 6}, created_at=T_AFTER + len(LOG) * STEP_S)
         mem.catch_up("c")
-        text, _reasons = _context(mem)
+        text, _reason = _context(mem)
         assert SUMMARY in text
-        assert LABEL not in text
+        assert "[written before" not in text
