@@ -75,5 +75,5 @@ def test_cli_dry_run_lists_and_keeps(tmp_path: Path, embedder: FastEmbedder) -> 
     assert (answer["dry_run"], answer["conversations"], answer["conversation_ids"]) == (True, 1, ["fresh"])
     text = tm(tmp_path, embedder, "", "prune", "--older-than", "0", "--dry-run")
     assert text.output.splitlines() == ["would prune 1 conversation(s), 1 message(s); nothing erased (--dry-run)",
-                                        "  fresh"]
+                                        "  default/fresh"]  # namespace/id
     assert tm(tmp_path, embedder, "", "conversations").output.split() == ["fresh"]

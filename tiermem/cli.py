@@ -96,6 +96,7 @@ from tiermem.tiers.models import (
     HIT_SUPERSEDED,
     HIT_SUPERSEDED_IN_PART,
     MAX_POSITION,
+    NAMESPACE_SEPARATOR,
     SearchHit,
     check_idempotency_key,
     hit_supersession,
@@ -1400,15 +1401,19 @@ def prune(state: CliState, older_than: float, all_namespaces: bool, dry_run: boo
 
 
 def _prune_preview_out(report: ErasureReport, as_json: bool) -> None:
-    """`prune --dry-run`: the conversations a prune would erase now, one a line."""
+    """`prune --dry-run`: the conversations a prune would erase now, one a line, each as
+    namespace/id (an id holds no `/`, so the last one splits them): with --all-namespaces
+    the same id is listed once per namespace that has it. JSON: `conversation_ids` as it
+    was (names alone) and `namespaced_ids` (`{"namespace", "id"}`, a tombstone's fields)."""
     if as_json:
         _emit_json({"dry_run": True, "conversations": report.conversations, "messages": report.messages,
-                    "conversation_ids": report.conversation_ids, "keys": report.keys})
+                    "conversation_ids": report.conversation_ids, "namespaced_ids": report.named(),
+                    "keys": report.keys})
         return
     click.echo(f"would prune {report.conversations} conversation(s), {report.messages} message(s); "
                "nothing erased (--dry-run)")
-    for name in report.conversation_ids:
-        click.echo(f"  {name}")
+    for one in report.named():
+        click.echo(f"  {one['namespace']}{NAMESPACE_SEPARATOR}{one['id']}")
 
 
 @cli.command()

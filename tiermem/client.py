@@ -453,9 +453,21 @@ def _erasure(body: dict[str, Any]) -> ErasureReport:
     # a service before 2026-12-04 did not answer `scrubbed`, one before 2026-12-07 not
     # `wal_truncated`: not known (None), never a KeyError (the erasure was done) nor the
     # report's defaults (True), which said no file held an erased byte
+    ids = [t["id"] for t in tombstones if "id" in t]
     return ErasureReport(conversations=body["conversations"], messages=body["messages"], scrubbed=body.get("scrubbed"),
-                         tombstones=tombstones, conversation_ids=[t["id"] for t in tombstones if "id" in t],
+                         tombstones=tombstones, conversation_ids=ids, namespaces=_namespaces_of(tombstones, ids),
                          wal_truncated=body.get("wal_truncated"))
+
+
+def _namespaces_of(tombstones: list[dict[str, Any]], ids: list[str]) -> list[str]:
+    """`ErasureReport.namespaces` from an answer's tombstones (one per conversation, in the
+    order of its `conversation_ids`, each naming its namespace); [] (not known) where they
+    do not line up: a dry run's answer has none (nor, from a service before 2026-12-07,
+    its `namespaced_ids`), and a service before 2026-12-07 answered a prune without them."""
+    if len(tombstones) != len(ids) or any(t.get("id") != i or "namespace" not in t
+                                          for t, i in zip(tombstones, ids, strict=True)):
+        return []
+    return [str(t["namespace"]) for t in tombstones]
 
 
 def _checkpoint(body: dict[str, Any]) -> Checkpoint:
@@ -683,10 +695,15 @@ class _Calls:
             # A dry run erased nothing: nothing scrubbed nor truncated, whatever a service
             # before its report said so answered (it answered true, the defaults of an erasure)
             dry = b.get("dry_run") is True
+            ids, tombstones = list(b["conversation_ids"]), list(b.get("tombstones", []))
+            # each one's namespace: `namespaced_ids` (a service before 2026-12-07 did not
+            # answer it), else the tombstones (a real prune's)
+            named = [n for n in b.get("namespaced_ids", []) if isinstance(n, dict)]
+            namespaces = ([str(n["namespace"]) for n in named] if [n.get("id") for n in named] == ids and ids
+                          else _namespaces_of(tombstones, ids))
             return ErasureReport(conversations=b["conversations"], messages=b["messages"],
-                                 conversation_ids=list(b["conversation_ids"]),
-                                 scrubbed=False if dry else b.get("scrubbed"),
-                                 tombstones=list(b.get("tombstones", [])),
+                                 conversation_ids=ids, namespaces=namespaces,
+                                 scrubbed=False if dry else b.get("scrubbed"), tombstones=tombstones,
                                  wal_truncated=False if dry else b.get("wal_truncated"), dry_run=dry)
 
         if not isinstance(dry_run, bool):

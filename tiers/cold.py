@@ -1892,6 +1892,7 @@ class ColdStore(SharedQueries):
                                       "deleted_at": now})
             report.keys.append(key)
             report.conversation_ids.append(name)
+            report.namespaces.append(ns)
             report.messages += n_msgs
         report.conversations += len(rows)
 

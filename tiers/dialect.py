@@ -361,11 +361,12 @@ class SharedQueries:
         nothing, and its report says so (`ErasureReport.dry_run`: no tombstone, no byte
         reclaimed, nothing scrubbed nor any WAL truncated)."""
         rows = self._read(
-            "SELECT id, name, (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = conversations.id) "
-            f"FROM conversations WHERE {where} ORDER BY {ERASURE_ORDER}", params)
+            "SELECT id, name, (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = conversations.id), "
+            f"namespace FROM conversations WHERE {where} ORDER BY {ERASURE_ORDER}", params)
         size = self.files_bytes()
         return ErasureReport(conversations=len(rows), messages=sum(int(r[2]) for r in rows), bytes_before=size,
                              bytes_after=size, conversation_ids=[str(r[1]) for r in rows],
+                             namespaces=[str(r[3]) for r in rows],
                              keys=[str(r[0]) for r in rows], scrubbed=False, wal_truncated=False, dry_run=True)
 
     def _step(self, name: str) -> None:

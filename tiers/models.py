@@ -876,7 +876,7 @@ class IdempotencyRecord:
 class ErasureReport:
     """What a retention operation (prune, or erasure on request) removed. Tombstones
     hold ids, namespaces, times and counts: no content. The conversations are listed
-    (tombstones, keys, conversation_ids alike) by namespace, then name, then an older
+    (tombstones, keys, conversation_ids and namespaces alike) by namespace, then name, then an older
     incarnation of a name first, on every engine (`tiers.dialect.ERASURE_ORDER`)."""
 
     conversations: int = 0
@@ -884,6 +884,10 @@ class ErasureReport:
     bytes_before: int = 0
     bytes_after: int = 0
     conversation_ids: list[str] = field(default_factory=list)  # the names, as callers know them
+    # each of `conversation_ids`' namespace (same order): a prune of every namespace, or an
+    # erasure of a namespace and those below it, lists the same name in several. Empty
+    # only where not known (tiermem.client read an answer of a service older than it)
+    namespaces: list[str] = field(default_factory=list)
     # the incarnations gone: below the facade their keys (derived stores key on them); as
     # `Memory` answers the report, their tokens (`incarnation_token`, as an append's
     # `incarnation` names them), never a key
@@ -925,9 +929,18 @@ class ErasureReport:
     def bytes_reclaimed(self) -> int:
         return max(0, self.bytes_before - self.bytes_after)
 
+    def named(self) -> list[dict[str, str]]:
+        """Each conversation as `{"namespace", "id"}` (a tombstone's two fields), in the
+        report's order; [] where the namespaces are not known (`namespaces` empty)."""
+        if len(self.namespaces) != len(self.conversation_ids):
+            return []
+        return [{"namespace": ns, "id": name} for ns, name in zip(self.namespaces, self.conversation_ids, strict=True)]
+
     def to_json(self) -> dict[str, Any]:
-        """The whole report, as the operator's CLI prints it."""
-        return {**self.tenant_json(), "bytes_reclaimed": self.bytes_reclaimed, "not_rewritten": self.not_rewritten}
+        """The whole report, as the operator's CLI prints it: `conversation_ids` as it was
+        (names alone), and `namespaced_ids` (`named`), which says each one's namespace."""
+        return {**self.tenant_json(), "namespaced_ids": self.named(), "bytes_reclaimed": self.bytes_reclaimed,
+                "not_rewritten": self.not_rewritten}
 
     def tenant_json(self) -> dict[str, Any]:
         """What the tenant who asked may see of it (the HTTP and MCP answers): its own

@@ -2787,6 +2787,7 @@ class PostgresStore(SharedQueries):
                                           "deleted_at": now})
                 report.keys.append(key)
                 report.conversation_ids.append(name)
+                report.namespaces.append(ns)
                 report.messages += int(n_msgs)
             report.conversations = len(rows)
             for table in CONVERSATION_TABLES:

@@ -346,12 +346,22 @@ class ErasureOut(BaseModel):
     )
 
 
+class NamespacedIdOut(BaseModel):
+    """One conversation of a report, by namespace and id (a tombstone's two fields)."""
+
+    namespace: str
+    id: str
+
+
 class PruneOut(ErasureOut):
     """A prune's answer: an erasure's (a prune erases as `DELETE /v1/conversations/{id}` does,
     so it answers `scrubbed` and the tombstones too), with the names of the conversations."""
 
     conversations: int = Field(description="conversations pruned")
     conversation_ids: list[str] = Field(description="the pruned conversations' names")
+    namespaced_ids: list[NamespacedIdOut] = Field(
+        default_factory=list, description="the same conversations, in the same order, each with its namespace "
+        "(a dry run has no tombstone to say it)")
     dry_run: bool = Field(False, description="true: nothing was erased (the request's dry_run); the counts and "
                           "names are what a prune would erase now, `scrubbed` and `wal_truncated` are false "
                           "(nothing rewritten nor truncated) and there is no tombstone")
@@ -673,7 +683,7 @@ def prune_out(report: ErasureReport) -> PruneOut:
     """The HTTP form of a prune's `ErasureReport`: the erasure's, with the names; a
     preview's (`dry_run`) says no work was done (`scrubbed`, `wal_truncated` false)."""
     return PruneOut(**erasure_out(report).model_dump(), conversation_ids=list(report.conversation_ids),
-                    dry_run=report.dry_run)
+                    namespaced_ids=[NamespacedIdOut(**one) for one in report.named()], dry_run=report.dry_run)
 
 
 def error_body(loc: Iterable[str | int], msg: str, type_: str) -> dict[str, Any]:
