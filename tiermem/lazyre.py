@@ -13,8 +13,9 @@ Invariants:
   available without compiling (modules build patterns out of others' sources at import).
 - A match's ``re`` is the compiled pattern, never the lazy one: code that asks which
   pattern matched compares ``m.re is X.compiled()`` (supersede's call-off kinds do).
-- Compiling twice in a race is harmless: both threads get equal patterns (``re``'s own cache
-  usually the same object), and a method bound twice is bound to an equal pattern.
+- A pattern is compiled once per object, under a lock: threads racing to its first use all
+  get the same compiled object, so ``m.re is X.compiled()`` holds for a match any of them made
+  (two compiles on a miss of ``re``'s cache are two distinct objects).
 - A pattern that does not compile raises at its first use, not at import:
   ``compile_all()`` compiles every pattern made so far (tests/test_lazy_patterns.py calls it
   after importing the modules that use this, so a broken pattern still fails the suite).
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 _MADE: list[LazyPattern] = []  # every lazy pattern made in this process, for compile_all
 _MADE_LOCK = threading.Lock()
+_COMPILE_LOCK = threading.Lock()  # one compile per pattern: identity checks on m.re hold across threads
 
 # The methods of a compiled pattern that the first use binds onto the lazy one.
 _METHODS = frozenset(("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split", "scanner"))
@@ -46,7 +48,10 @@ class LazyPattern:
         """The compiled pattern (compiled now if it was not yet)."""
         done = self._compiled
         if done is None:
-            done = self._compiled = re.compile(self.pattern, self._flags)
+            with _COMPILE_LOCK:
+                done = self._compiled
+                if done is None:
+                    done = self._compiled = re.compile(self.pattern, self._flags)
         return done
 
     @property
