@@ -52,7 +52,7 @@ REFUSED = [
     ({"q": "flight?", "budget": "0"}, "budget"),  # below 1: clamped to 1 before
     ({"q": "flight?", "budget": "-500"}, "budget"),  # negative: clamped before
     ({"q": "flight?", "budget": "lots"}, "budget"),  # no integer: a JSON 422, no page, before
-    ({"q": "flight?", "budget": "9" * 5000}, "budget"),  # digits past any int the form takes
+    ({"q": "flight?", "budget": "9" * 5000}, "budget"),  # digits past any int: refused naming the limit
     ({"q": "flight?", "timezone": "E" * (MAX_ZONE_NAME_CHARS + 1)}, "timezone"),  # past the zone name cap
 ]
 
@@ -62,11 +62,14 @@ def test_the_get_refuses_what_the_post_refuses_with_its_message(client: TestClie
                                                                 params: dict[str, str], named: str) -> None:
     key = mem.cold.key_of("acme", CONV)
     plans_before = mem.cold.plans(key)
-    # the form sends its budget as a JSON number (its hx-vals), a link's is text: the same
-    # number where the text is an integer in digits, else the text itself
+    # the form sends its budget as a JSON number (its slider's), a link's is text: the same
+    # number where the text is an integer in digits (digits past any integer: a number past
+    # the limit, as the link reads them), else the text itself
     budget = params.get("budget", "2000")
-    body = {"query": params.get("q", ""), "budget": int(budget) if re.fullmatch(r"-?[0-9]{1,9}", budget) else budget,
-            "timezone": params.get("timezone", "")}
+    sent: int | str = budget
+    if re.fullmatch(r"-?[0-9]+", budget):
+        sent = int(budget) if len(budget) < 20 else MAX_BUDGET_TOKENS + 1
+    body = {"query": params.get("q", ""), "budget": sent, "timezone": params.get("timezone", "")}
     posted = client.post(f"/ui/c/{CONV}/plan", json=body, headers=HX)
     assert posted.status_code == 422, posted.text
     message = unescape(ERROR.search(posted.text).group(1))  # type: ignore[union-attr]

@@ -4,7 +4,7 @@ field takes a JSON number alone, a boolean field true/false alone (a review, 202
 Before, `PinIn` and `PlanIn` read their bodies in pydantic's lax mode: `{"pinned": "yes"}`
 pinned, `{"budget": true}` planned at budget 1 and `{"budget": "12"}` at 12. Now each is
 refused with a 422 naming the field, and nothing is pinned or planned. The plan form sends
-its budget as a JSON number (its `hx-vals`; the browser test drives the slider).
+its budget as a JSON number (typed by static/inspector.js; the browser tests drive the slider).
 FastAPI's TestClient on the real app, real SQLite.
 """
 
@@ -88,8 +88,11 @@ def test_fields_of_their_own_types_are_taken(client: TestClient, mem: Memory) ->
     assert r.status_code == 200 and 'data-budget="600"' in r.text, r.text
 
 
-def test_the_plan_form_sends_its_budget_as_a_number(client: TestClient) -> None:
-    """What json-enc sends: every form field as text, but hx-vals with its JSON type."""
+def test_the_plan_form_keeps_no_budget_beside_its_slider(client: TestClient) -> None:
+    """The budget goes as a JSON number, typed from the slider as the request is built
+    (static/inspector.js; tests/test_inspector_browser_back.py drives it): the form keeps
+    no copy in `hx-vals`, which the page's HTML would bring back stale after Back."""
     page = client.get(PLAN, params={"budget": "750"})
     form = re.search(r'<form id="plan-form"[^>]*>', page.text, re.S)
-    assert form is not None and """hx-vals='{"budget": 750}'""" in form.group(0), form
+    assert form is not None and "hx-vals" not in form.group(0), form
+    assert re.search(r'<input id="budget" name="budget" type="range"[^>]*value="750"', page.text)

@@ -105,8 +105,9 @@ class _Answer(Exception):  # control flow inside this module, never an error a c
 # The forms' bodies are strict, as the API's (tiermem.service.schemas): a number field takes
 # a JSON number alone (an integer field no fraction), a boolean field true/false alone, so a
 # refusal names the field. Pydantic's lax mode pinned on {"pinned": "yes"} and planned
-# {"budget": true} at budget 1. The plan form sends its budget as a number (`hx-vals`,
-# kept in step with the slider by static/inspector.js: json-enc sends form fields as text).
+# {"budget": true} at budget 1. The plan form sends its budget as a number (static/inspector.js
+# types its slider as the request is built: json-enc sends form fields as text); a link's
+# budget is read leniently (`_budget_of`).
 class LoginIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     token: str = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
@@ -210,16 +211,25 @@ def refusal_fragment(detail: str | list[dict[str, Any]]) -> str:
     return f'<p class="error" role="alert">{_escape("; ".join(said))}</p>'
 
 
-# a budget as a link writes it: a signed integer in decimal digits, of no more digits than
-# any budget the form takes (longer text stays text, which the form refuses by name; int()
-# of 5,000 digits raises)
-BUDGET_TEXT = re.compile(rf"-?(0|[1-9][0-9]{{0,{len(str(MAX_BUDGET_TOKENS))}}})")
+# A link's budget is read as links were before the forms turned strict (a saved link keeps
+# planning): pydantic's lax integer, as Python's int() reads text (a sign, leading zeros,
+# `_` between digits, spaces around) and a float's text with no fraction (`1500.0`). A JSON
+# body stays strict (PlanIn). Digits too many to parse (past 4,300) are still a number out
+# of range: refused naming the limit, as a shorter one is, not as no integer.
+LINK_BUDGET = pydantic.TypeAdapter(int)
+DIGITS = re.compile(r"\s*([+-]?)[0-9]+\s*")
 
 
 def _budget_of(text: str) -> int | str:
-    """A link's `budget` as the form's JSON number, where it is an integer written in
-    digits; else the text, which the strict form refuses naming `budget`."""
-    return int(text) if BUDGET_TEXT.fullmatch(text) else text
+    """A link's `budget` as the form's JSON number where it reads as an integer (lax, as
+    above); else the text, which the strict form refuses naming `budget`."""
+    try:
+        return LINK_BUDGET.validate_python(text, strict=False)
+    except pydantic.ValidationError:
+        digits = DIGITS.fullmatch(text)
+        if digits is None:
+            return text
+        return 0 if digits.group(1) == "-" else MAX_BUDGET_TOKENS + 1
 
 
 class Inspector:
