@@ -244,15 +244,21 @@ def drop_showing(tier: HotTier, db_uuid: str, erased: Collection[str]) -> int:
     Run before the erased tags' keys (the sets) are deleted. Returns how many states
     went; raises Redis's errors, a refused DEL as the tier names it (HotReadOnly on a
     replica), so the caller degrades and defers the erasure's Redis keys."""
+    from tiermem.tiers.hot import refusals  # lazy, as HotTier: the planner imports no Redis client
+
     keys = set(erased)
     listed: set[str] = set()
+    # the reads too, refusals named as the tier names them (a BUSY Redis: HotBusy), so the
+    # caller degrades and the erasure's keys stay owed for the recovery's purge
     for key in keys:
-        listed.update(m.decode() if isinstance(m, bytes) else str(m)
-                      for m in tier.client.smembers(tier.tag(key) + SHOWN_IN_SUFFIX))
+        with refusals("epoch state read"):
+            members = tier.client.smembers(tier.tag(key) + SHOWN_IN_SUFFIX)
+        listed.update(m.decode() if isinstance(m, bytes) else str(m) for m in members)
     gone = 0
     for conv in sorted(listed - keys):  # an erased conversation's own state goes with its tag
         state_key = tier.tag(conv) + EPOCH_KEY_SUFFIX
-        raw = tier.client.get(state_key)
+        with refusals("epoch state read"):
+            raw = tier.client.get(state_key)
         if raw is None:
             continue
         st = state_from_json(raw, db_uuid)

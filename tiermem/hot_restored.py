@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from redis.exceptions import ResponseError
 
-from tiermem.tiers.hot import SCAN_COUNT, HotTier, refusal
+from tiermem.tiers.hot import SCAN_COUNT, HotTier, refusal, refusals
 
 if TYPE_CHECKING:
     from tiermem.tiers.store import ColdLog
@@ -163,7 +163,8 @@ def begin_check(tier: HotTier, cold: ColdLog, db_uuid: str) -> RestoredPurge | N
     conversations tombstoned since the marker (module docstring)."""
     start = time.perf_counter()
     key = marker_key(tier, db_uuid)
-    marker = _marker(tier.client.get(key))
+    with refusals("erasure marker read"):  # a BUSY Redis: HotBusy, the link degrades and retries
+        marker = _marker(tier.client.get(key))
     newest, _rows = cold.erased_after(NEWEST_ONLY_MARK, 1)
     if marker is not None and marker >= newest:
         if marker > newest:  # the store went back under this Redis: count from its newest
@@ -201,10 +202,11 @@ def _step(tier: HotTier, db_uuid: str, purge: RestoredPurge, max_keys: int) -> N
         names: list[Any]
         scanned = 0
         while True:
-            if isinstance(tier.client, redis.Redis):  # a cursor to stop at and come back to
-                purge.cursor, names = tier.client.scan(purge.cursor, match=match, count=count)
-            else:  # a Cluster client scans every node in one go
-                names, purge.cursor = list(tier.client.scan_iter(match=match, count=count)), 0
+            with refusals("erasure scan"):  # as the marker read
+                if isinstance(tier.client, redis.Redis):  # a cursor to stop at and come back to
+                    purge.cursor, names = tier.client.scan(purge.cursor, match=match, count=count)
+                else:  # a Cluster client scans every node in one go
+                    names, purge.cursor = list(tier.client.scan_iter(match=match, count=count)), 0
             scanned += len(names)
             for name in names:
                 name = name.decode() if isinstance(name, bytes) else str(name)

@@ -978,8 +978,11 @@ def refusal(what: str, exc: ResponseError) -> TiermemError | None:
 
 
 @contextlib.contextmanager
-def _refusals(what: str) -> Iterator[None]:
-    """A plain command's refusals as `refusal` names them (a script's: `HotTier._run`)."""
+def refusals(what: str) -> Iterator[None]:
+    """A plain command's refusals as `refusal` names them (a script's: `HotTier._run`).
+    Every Redis call of an erasure runs under it (here, planner.epoch `drop_showing`,
+    tiermem.hot_restored): a refusal that escapes as a plain ResponseError never degrades
+    the link, so no recovery retries the keys it left."""
     try:
         yield
     except ResponseError as e:
@@ -1412,7 +1415,7 @@ class HotTier:
     def pin_stamp(self, conversation_id: str, generation: str) -> str:
         """The stamp of the last pin or unpin of `generation` that reached Redis ('' none):
         what a rebuild reads before the log's rows and gives `load` or `rebuild`."""
-        with _refusals("pin stamp read"):  # BUSY: Redis's state, not the set's
+        with refusals("pin stamp read"):  # BUSY: Redis's state, not the set's
             value = self.client.hget(self.stamp_key(conversation_id), generation)
         return "" if value is None else _text(value)
 
@@ -1660,7 +1663,7 @@ class HotTier:
         """Every demoted pin of the set, position -> tokens: the whole demoted hash, whose
         size grows with the conversation (HGETALL): for checks and tools, never a
         request's path (`read` lists a bounded few). Empty when there is none (or no set)."""
-        with _refusals("demoted pins read"):
+        with refusals("demoted pins read"):
             raw = self.client.hgetall(self.keys(conversation_id)[5])
         return {int(_text(p)): int(_text(t)) for p, t in raw.items()}
 
@@ -1685,7 +1688,7 @@ class HotTier:
                 pipe.hscan(d, 0, count=SUMMARY_DEMOTED_LISTED)  # (cursor, {position: tokens})
                 pipe.hget(meta, "pinstamp")
                 pipe.hgetall(self.stamp_key(conv))  # generation -> stamp: one entry a generation
-            with _refusals("stats read"):  # BUSY: a refusal the link degrades for, not a failure of stats
+            with refusals("stats read"):  # BUSY: a refusal the link degrades for, not a failure of stats
                 replies = pipe.execute()
             for j, conv in enumerate(chunk):
                 fields, members, tokens, payloads, pins, n_demoted, (_, demoted), set_stamp, stamps = \
@@ -1801,7 +1804,7 @@ class HotTier:
 
     def drop(self, conversation_id: str) -> None:
         # All keys share one slot, so a single DEL is fine on Cluster too.
-        with _refusals("delete"):
+        with refusals("delete"):
             self.client.execute_command("DEL", *self.keys(conversation_id))
 
     def delete_key(self, key: str) -> int:
@@ -1809,7 +1812,7 @@ class HotTier:
         erasure: planner.epoch `drop_showing`), a refusal named as `drop`'s is: a replica's
         READONLY must reach the link as HotReadOnly, not as a plain ResponseError that no
         caller treats as Redis being unavailable. Returns how many went (0 or 1)."""
-        with _refusals("delete"):
+        with refusals("delete"):
             return int(self.client.execute_command("DEL", key))
 
     def drop_all(self, conversation_id: str) -> int:
@@ -1817,9 +1820,11 @@ class HotTier:
         tier's cached views, any rebuild scratch. For erasure; returns how many went."""
         # escape_id leaves only [A-Za-z0-9._:@~%-] in the tag: no glob characters
         pattern = self.tag(conversation_id) + "*"
-        found = list(self.client.scan_iter(match=pattern, count=SCAN_COUNT))
         gone = 0
-        with _refusals("delete"):
+        # the SCAN too: a BUSY Redis refuses it as it would the DEL, and a refusal the link
+        # does not know (a plain ResponseError) left the erasure's keys neither deleted nor owed
+        with refusals("delete"):
+            found = list(self.client.scan_iter(match=pattern, count=SCAN_COUNT))
             for i in range(0, len(found), SCAN_COUNT):
                 gone += int(self.client.execute_command("DEL", *found[i:i + SCAN_COUNT]))
         return gone
