@@ -93,3 +93,31 @@ def test_no_warning_for_a_store_alone(tmp_path: Path, server: TcpRedis, embedder
         mem.append("A", {"role": "user", "content": f"second life, {FILLER}"})
         mem.context("A", "which account?", 300)
         assert _warnings(caplog) == []
+
+
+@pytest.mark.parametrize("call", [c[1] for c in CALLS], ids=[c[0] for c in CALLS])
+def test_no_warning_for_the_sets_of_a_store_no_longer_running(tmp_path: Path, server: TcpRedis,
+                                                               embedder: Embedder, call,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """The sets a store that no longer runs left in the Redis (the source of
+    `migrate-store`, a data dir reset on the same Redis) are another database's, found
+    once each and rebuilt: no warning, as no store rewrites them (on the code before,
+    each conversation's first call warned: review of f2bfefa, r2_migrated.py)."""
+    with _open(tmp_path, "new", server, embedder) as mem:
+        for conv in ("A", "B"):
+            mem.append(conv, {"role": "user", "content": f"{conv} first in the new store, {FILLER}"})
+    with _open(tmp_path, "gone", server, embedder) as gone:  # ran once on this Redis, then stopped
+        for conv in ("A", "B"):
+            gone.append(conv, {"role": "user", "content": f"{conv} in the store gone, {FILLER}"})
+            gone.context(conv, "which account?", 300)
+        theirs = gone.cold.db_uuid
+    with _open(tmp_path, "new", server, embedder) as mem, caplog.at_level(logging.DEBUG, logger="tiermem"):
+        for i in range(ROUNDS):
+            for conv in ("A", "B"):
+                call(mem, conv, i)
+        assert _warnings(caplog) == []
+        # the old sets were found (and rebuilt over), not missed
+        found = [r for r in caplog.records if r.name == "tiermem.hot" and theirs in r.getMessage()]
+        assert len(found) == 2, [r.getMessage() for r in found]
+        shown = " ".join(str(m.get("content")) for m in mem.context("A", "which account?", 3000).messages)
+        assert "A first in the new store" in shown and "store gone" not in shown

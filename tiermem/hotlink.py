@@ -40,7 +40,10 @@ what to do when Redis is gone.
   price of such sharing (two stores pointed at one Redis by mistake) is a rebuild per
   call of every like-named conversation, each overwriting the other's set: a process
   warns of it once per conversation (`_note_foreign`), naming the cause and the remedy
-  (a Redis database or server per store).
+  (a Redis database or server per store), only when a set it rebuilt over another
+  database's is found another's AGAIN: one found once is what a store that no longer runs
+  left (the source of `migrate-store`, a data dir reset on the same Redis), not two live
+  stores.
 - Redis errors never escape: appends stay committed in the cold log, reads fall back
   to the log and report `degraded`, and the next successful call recovers. A Redis at
   `maxmemory` under noeviction is one of them: it refuses each writing script whole
@@ -135,6 +138,7 @@ import json
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -221,6 +225,9 @@ STALE_DIVERGED = "diverged"
 # (`_note_foreign`: two stores sharing one Redis); past them it warns of no more, so the
 # memory and the log lines stay bounded however many conversations the stores share
 FOREIGN_WARNED_MAX = 100
+# conversations whose set of another database a HotLink rebuilt over once, remembered
+# (least recent forgotten) so that finding one another's again warns (`_note_foreign`)
+FOREIGN_REBUILT_MAX = 10_000
 STALE_BEHIND = "behind"
 
 # Failures that mean "Redis cannot be relied on right now": the hot tier degrades to the
@@ -342,6 +349,8 @@ class HotLink:
         # conversations whose set of another database this process overwrote, warned of
         # once each (`_note_foreign`), up to FOREIGN_WARNED_MAX
         self._foreign_warned: set[str] = set()
+        # ... and those it overwrote once, not yet warned of (`_note_foreign`)
+        self._foreign_rebuilt: OrderedDict[str, None] = OrderedDict()
         # the hot sets and epoch states hold counts of the store's former tokenizer, not yet
         # dropped (`drop_counted`: Redis failed it)
         self._counted_owed = False
@@ -771,12 +780,23 @@ class HotLink:
         FOREIGN_WARNED_MAX): two stores pointed at one Redis by mistake share the keys of
         their like-named conversations, and each call of either rebuilds the other's set
         from its log, silently (review r_redis s4c: every call a rebuild, a context
-        91 -> 214 ms). Never raises."""
+        91 -> 214 ms). Only a set found another's again after this process rebuilt it is
+        warned of: the first may be what a store no longer running left (the source of
+        `migrate-store`, a data dir reset on the same Redis: each conversation's first read
+        warned, up to FOREIGN_WARNED_MAX lines, before). Never raises."""
         if not stored_generation or stored_generation.partition(":")[0] == self.cold.db_uuid:
             return  # none, or ours (an older incarnation of the conversation, a restore)
         with self._lock:
             if conversation_id in self._foreign_warned or len(self._foreign_warned) >= FOREIGN_WARNED_MAX:
                 return
+            if conversation_id not in self._foreign_rebuilt:  # the first: rebuilt, remembered
+                self._foreign_rebuilt[conversation_id] = None
+                if len(self._foreign_rebuilt) > FOREIGN_REBUILT_MAX:
+                    self._foreign_rebuilt.popitem(last=False)
+                log.debug("hot set of %s was written by another tiermem database (%s); rebuilt from this "
+                          "one's log", conversation_id, stored_generation.partition(":")[0])
+                return
+            del self._foreign_rebuilt[conversation_id]
             self._foreign_warned.add(conversation_id)
             last = len(self._foreign_warned) == FOREIGN_WARNED_MAX
         log.warning("hot set of %s in %s was written by another tiermem database (%s; this one %s) and is "
