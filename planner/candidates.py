@@ -167,9 +167,9 @@ FAMILY_SEARCH_MAX_K = 1024
 # rest counted: a summary line stays a line
 WRITTEN_BEFORE_NAMED = 3
 # steps of a correction's own chain of supersessions followed to the current value's turn
-# (a correction replaced later, and so on); a guard against a cycle a hand-edited row
-# could record
-CORRECTION_CHAIN_MAX_STEPS = 64
+# (a correction replaced later, and so on; one read each); a guard against a cycle a
+# hand-edited row could record: a longer chain is named where it was cut
+CORRECTION_CHAIN_MAX_STEPS = 256
 COVERED_KEPT_CONVERSATIONS = 256  # conversations whose checkpoint's superseded turns are kept (LRU)
 _HAS_WORD = re.compile(r"\w")  # a summary line cut to nothing but joiners says nothing
 MIN_NAME_CHARS = 2  # shorter speaker names are kept in the query's embedding (too ambiguous to strip)
@@ -582,10 +582,13 @@ class Candidates:
         turn rows of only the superseded turns, the corrections' rows when some.
 
         A correction is named by the end of its chain (`_chain_ends`: #6 replaced in
-        turn by #9 is named #9, the current value's turn, the plan saying via #6), and
-        only where that end was stored after the checkpoint was written
-        (`SummaryBlock.written_at` against its turn's `created_at`): a checkpoint
-        written after it may already say the current value, and is shown as it is."""
+        turn by #9 is named #9, the current value's turn, the plan saying via #6),
+        whenever the checkpoint was written: one covering turns up to its position
+        summarises them, which a correction past it is never among, and a checkpoint
+        written late by a summariser catching up says their old value (a message's
+        `created_at` is the caller's clock, no witness of what the text knew). A text
+        that already holds the current value gets a label that costs nothing ("where
+        they differ"); an unlabelled old value would be read as current."""
         late: dict[int, set[int]] = {}  # correction -> the covered turns it superseded
         hid = self.statements.hidden(conv)
         for r in self._superseded_covered(conv, s.start, s.end):
@@ -606,9 +609,6 @@ class Candidates:
         named_by: dict[int, tuple[set[int], set[int]]] = {}
         for b, covered in late.items():
             end, via = chains[b]
-            at = rows.get(end)
-            if s.written_at is not None and at is not None and at.created_at <= s.written_at:
-                continue  # stored before the checkpoint was written: its text may hold it
             got = named_by.setdefault(end, (set(), set()))
             got[0].update(covered)
             got[1].update(via)
@@ -618,7 +618,11 @@ class Candidates:
 
         def cites(end: int) -> str:
             covered, via = named_by[end]
-            through = f" via #{', #'.join(map(str, sorted(via)))}" if via else ""
+            steps = sorted(via)
+            if len(steps) > WRITTEN_BEFORE_NAMED:  # a long chain: its first and last, counted
+                through = f" via #{steps[0]} ... #{steps[-1]} ({len(steps)})"
+            else:
+                through = f" via #{', #'.join(map(str, steps))}" if steps else ""
             return f"#{end} (of #{', #'.join(map(str, sorted(covered)))}{through})"
 
         plan = ("written before the correction" + ("s" if len(named_by) > 1 else "") + " "

@@ -7,10 +7,10 @@ Invariants (planner.candidates `Candidates.summary`, `_written_before`, `_chain_
 - Such a checkpoint is never dropped for it (its other facts, the allergy here, would go
   with the old value) nor shown unmarked (the old value as current): it is shown with a
   label naming the correction's time, and the plan names the correcting turn by position.
-- Only a correction stored after the checkpoint was written is named (the correcting
-  turn's `created_at` against `Checkpoint.created_at`): a checkpoint written after it, past
-  the whole log say, may already say the corrected value, and is shown as it is. So is one
-  that covers the correction, or whose correction was popped.
+- Whenever the checkpoint was written: one written late (a summariser catching up on turns
+  0..4 after the correction #6 was stored) still summarises turns that say the old value,
+  and unlabelled it reads as current. One that covers the correction, or whose correction
+  was popped, is shown as it is.
 - A correction itself replaced later (#6's 60 EUR by #9's 80 EUR) is named by the end of
   the chain, the current value's turn; the plan says which corrections it passed.
 - The correcting turn itself is offered as before: the context shows it.
@@ -73,8 +73,8 @@ def _context(mem: Memory) -> tuple[str, str]:
     (5, 6, True),   # the same, one turn later
     (6, 7, False),  # covers the correction itself: written knowing it
     (7, 8, False),  # after the correction
-    (4, 9, False),  # written after the whole log: its text may say 60 EUR (was labelled)
-    (4, 7, False),  # written just after the correction was stored (was labelled)
+    (4, 9, True),   # written after the whole log, of turns 0..4, which say 40 EUR (b5a5bf0 left it unlabelled)
+    (4, 7, True),   # written just after the correction was stored (the same)
 ])
 def test_checkpoint_written_before_a_correction(engine_config: Config, cp_at: int, stored_before: int,
                                                 marked: bool) -> None:
@@ -84,7 +84,7 @@ def test_checkpoint_written_before_a_correction(engine_config: Config, cp_at: in
         assert superseded == {2: 6, 3: 6}  # the log's supersession, which the rule reads
         text, reason = _context(mem)
         assert SUMMARY in text  # never dropped: the allergy stays
-        assert (LABEL_6 in text) is marked
+        assert (LABEL_6 in text) is (marked and stored_before <= 6)  # the correction's own time
         assert ("[written before" in text) is marked
         assert "Actually my dinner budget is 60 EUR now." in text  # the correction is offered
         assert ("written before the correction #6 (of #2, #3)" in reason) is marked
@@ -92,8 +92,8 @@ def test_checkpoint_written_before_a_correction(engine_config: Config, cp_at: in
 
 @pytest.mark.parametrize(("stored_before", "marked"), [
     (6, True),   # written before #6 and #9: named by #9, the current value (was #6's 60 EUR)
-    (7, True),   # written after #6, before #9: may say 60 EUR, which #9 replaced (was named #6)
-    (10, False),  # written after #9: may say 80 EUR (was labelled, naming #6)
+    (7, True),   # written after #6, before #9: named #9 all the same (was named #6)
+    (10, True),  # written after #9, of turns 0..4: named #9 (b5a5bf0 left it unlabelled)
 ])
 def test_correction_corrected_again_names_the_current_value(engine_config: Config, stored_before: int,
                                                             marked: bool) -> None:
@@ -103,7 +103,8 @@ def test_correction_corrected_again_names_the_current_value(engine_config: Confi
         assert superseded == {2: 6, 3: 6, 6: 9}  # a chain: #2, #3 -> #6 -> #9
         text, reason = _context(mem)
         assert SUMMARY in text
-        assert (LABEL_9 in text) is marked
+        assert (LABEL_9 in text) is (marked and stored_before <= 9)  # the current value's time
+        assert ("[written before a correction" in text) is marked
         assert LABEL_6 not in text  # never the replaced correction's time
         assert ("written before the correction #9 (of #2, #3 via #6)" in reason) is marked
         assert "written before the correction #6" not in reason
@@ -120,3 +121,19 @@ def test_popped_correction_unmarks(engine_config: Config) -> None:
         text, _reason = _context(mem)
         assert SUMMARY in text
         assert "[written before" not in text
+
+
+LONG_CHAIN = 100  # one budget corrected this many times in a row
+
+
+def test_a_long_chain_is_named_by_its_end_and_counted(engine_config: Config) -> None:
+    # a natural chain longer than the named list: the current value's turn, the rest counted
+    log = LOG[:6] + [("user", f"Actually my dinner budget is {60 + i} EUR now.") for i in range(LONG_CHAIN)]
+    log += [("user", "Book me a dinner for Friday.")]
+    with Memory(engine_config) as mem:
+        _append(mem, log, 6, 4)
+        last = 6 + LONG_CHAIN - 1
+        text, reason = _context(mem)
+        assert SUMMARY in text and "[written before a correction" in text
+        assert f"written before the correction #{last} (of #2, #3 via #6 ... #{last - 1} ({LONG_CHAIN - 1}))" in reason
+
