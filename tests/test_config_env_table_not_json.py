@@ -43,3 +43,23 @@ def test_two_leaf_variables_still_set_twice(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("TIERMEM_PLANNER__LAYER_SHARES__TAIL", "0.3")
     with pytest.raises(ValueError, match=r"layer_shares\.tail is set twice in env"):
         Config()
+
+
+@pytest.mark.parametrize("null", [
+    "null",    # the table unset as JSON
+    " null ",  # with the spaces a shell may keep
+])
+def test_a_null_table_beside_a_leaf_is_refused(monkeypatch: pytest.MonkeyPatch, null: str) -> None:
+    # null unsets the whole table and pydantic-settings then drops the leaf's variable: the
+    # 0.2 was ignored without a word (b97e33f); it is refused as set twice, naming both
+    monkeypatch.setenv("TIERMEM_LAYER_SHARES", null)
+    monkeypatch.setenv("TIERMEM_LAYER_SHARES__TAIL", "0.2")
+    with pytest.raises(ValueError, match=r"layer_shares\.tail is set twice in env") as exc:
+        Config()
+    assert "TIERMEM_LAYER_SHARES__TAIL" in str(exc.value)
+
+
+def test_a_null_table_alone_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    # alone, null still means the defaults, as before
+    monkeypatch.setenv("TIERMEM_LAYER_SHARES", "null")
+    assert Config().layer_shares == Config.model_fields["layer_shares"].get_default(call_default_factory=True)

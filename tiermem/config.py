@@ -488,14 +488,18 @@ def _env_leaves_once() -> None:
     leaves out still merge. A table's variable counts the leaves of its JSON only where its
     text is a JSON object: empty or not JSON (`TIERMEM_LAYER_SHARES=`), it sets no leaf here
     and the table's own check names it ("must be JSON (a table)"); counted as the whole
-    table, it was reported as set twice beside any leaf's variable."""
+    table, it was reported as set twice beside any leaf's variable. JSON `null` is the
+    whole table unset, and counts as setting each leaf."""
     given: dict[tuple[str, ...], str] = {}
     for name in sorted(os.environ):
         path = _env_setting_path(name)
         if path is None or path[0] not in NESTED_FIELDS:
             continue
         value = config_sections._env_value(os.environ[name])
-        if not isinstance(value, dict) and _names_table(path):
+        # JSON null unsets the whole table (pydantic-settings then drops its leaves'
+        # variables too): it counts as setting every leaf, so a leaf beside it is refused,
+        # not silently ignored
+        if not isinstance(value, dict) and _names_table(path) and os.environ[name].strip() != "null":
             continue
         for leaf in _json_leaves(value, path):
             # a leaf below one already given (or above it): both set it
