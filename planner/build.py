@@ -480,6 +480,7 @@ class Planner:
         call.mark("fixed")
         pools, caps = self._candidates(call, fixed)
         packing = Packing(conv, pools, self._block_headers(), fixed.room, self.tokens)
+        packing.opening = self._opening_tokens()
         call.prev, call.prev_why = self._previous(conv)
         call.kept_from = self._memory_last_start(call, fixed, self._epoch_key(call))
         # a context planned anew is filled (older tail turns, room nothing else wanted) to
@@ -806,7 +807,7 @@ class Planner:
         while True:
             messages, kinds, where = render.render(fixed.messages, chosen, fixed.latest_body, fixed.latest_user)
             total = messages_tokens(self.tokens, render.out(messages))
-            if total <= budget:
+            if total <= budget - self._opening_room(packing, messages):
                 break
             if not packing.drop_one(plan):
                 pending = call.pending if limit is None else 0  # the room is the budget given less them
@@ -824,6 +825,7 @@ class Planner:
         # over goes to the next retrieved candidates, as long as the exact count still
         # fits (only retrieved: it sits last, so the slack, which varies from turn to
         # turn, never changes the cacheable prefix)
+        budget -= self._opening_room(packing, messages)
         for _ in range(TOP_UP_ROUNDS if plan.query_class in NEEDS_ROOM_CLASSES else 0):
             added = packing.top_up(["retrieved"], budget - total)
             if not added:
@@ -836,6 +838,23 @@ class Planner:
                 break
             messages, kinds, where, total = more, more_kinds, more_where, more_total
         return messages, kinds, where, total
+
+    def _opening_room(self, packing: Packing, messages: list[dict[str, Any]]) -> int:
+        """The room kept for the opening user message Anthropic's form adds before a
+        context whose first turn is the assistant's (adapters.anthropic `opening_tokens`),
+        where the round the question came after (pack `loop_after`) is shown and opens
+        the context (the older tail gave way to it): 0 elsewhere, so every other context
+        is as before."""
+        if packing.loop_after == packing.latest_user or not packing.round_units():
+            return 0
+        first = next((m for m in messages if m.get("role") != "system"), None)
+        if first is None or first.get("role") != "assistant":
+            return 0
+        return self._opening_tokens()
+
+    def _opening_tokens(self) -> int:
+        from tiermem.adapters.anthropic import CONTINUED_TEXT  # the adapter imports the planner
+        return message_tokens(self.tokens, {"role": "user", "content": CONTINUED_TEXT})
 
     def _fill_as_sent(self, call: _Call, fixed: _Fixed, packing: Packing, held_back: frozenset[int],
                       fitted: tuple[list[dict[str, Any]], list[str], list[int | None], int]

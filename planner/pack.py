@@ -25,7 +25,13 @@ Invariants:
   tool outputs are trimmed to the largest allowance, one for all, at which it fits;
   `drop_one` never drops it (older rounds, oldest first, it does), so a latest round that
   fits not even at ROUND_MIN_RESULT_TOKENS an output is BudgetTooSmall. A long agent loop
-  at a fixed budget so runs on with its recent rounds.
+  at a fixed budget so runs on with its recent rounds. A round the question came after
+  (`loop_after != latest_user`: not the model's pending loop, maybe a run that ended
+  before its reply was stored) is the exception: the pins never give way to it (only the
+  older tail), it keeps room beside itself for an opening user message (`opening`:
+  Anthropic's form adds one before a context that starts with the assistant), one too
+  large for the room the pins leave is left out (`leave_unanswered`), and `drop_one`
+  drops it before any pin or tail turn, packing again without it (`refill`).
 - The tail is contiguous (an older turn never jumps a gap) and starts on a grid
   (`stable_tail`), so consecutive contexts share it as a byte-identical prefix. One
   exception: on the default layout the part `grow_tail` adds passes over a unit that
@@ -36,8 +42,9 @@ Invariants:
   the pinned block shows, is withdrawn from its other slice, and its tokens go back; a
   pin the pinned block shows is not grown into the tail (`grow_tail`).
 - At least the highest-priority pin fits (a constraint left out is an answer gone wrong),
-  unless the latest tool round needs the room (`fit_round`: without its results the
-  model calls its tools again, each call paid).
+  unless the model's pending tool round needs the room (`fit_round`: without its results
+  the model calls its tools again, each call paid); a round the question came after never
+  takes a pin's room.
 - A retrieved turn may be shown as a query-focused excerpt (planner.excerpt; off by
   default): LEFTOVER only in the room the whole lines left (`take_excerpts`, then
   `top_up`'s second pass), so no turn that fits whole gives way to an excerpt; INLINE in
@@ -49,7 +56,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tiermem.planner import excerpt
 from tiermem.planner.candidates import PLAN_LEFT_OUT_PER_SLICE, Candidate
@@ -89,6 +96,10 @@ ROUND_UNANSWERED = ("the tool round before the latest user message, which no rep
                     "with the question, or a run that ended before its reply was stored)")
 ROUND_UNANSWERED_LEFT_OUT = (f"{ROUND_UNANSWERED}: it does not fit the room even with its outputs trimmed to "
                              f"{ROUND_MIN_RESULT_TOKENS} tokens each, so the question is sent without it")
+# The same round dropped by the exact count (`drop_one`): the context is packed again as
+# if it had been left out from the start, so what gave way to it comes back
+ROUND_UNANSWERED_DROPPED = (f"{DROPPED}: {ROUND_UNANSWERED}; the context was packed again without it, "
+                            "so the question is sent without it")
 GAVE_WAY = ("gave way to the latest tool round (the model's latest tool calls and their results, "
             "which it must be shown or it calls the tools again)")
 # A round trims its outputs to the largest allowance that fits, found by bisection: each try
@@ -132,6 +143,15 @@ class Packing:
         # the units of a round the question came after (`loop_after`) left out as too large
         # even at the least trim (their left_out reason, ROUND_UNANSWERED_LEFT_OUT)
         self.unanswered_left_out: set[tuple[str, int]] = set()
+        # the same, dropped by the exact count (`drop_one`, ROUND_UNANSWERED_DROPPED): a
+        # packing again (`refill`) treats the round as an older tail unit from the start
+        self.unanswered_dropped: set[tuple[str, int]] = set()
+        # what `fill` began with (its arguments, the pools, plan.left_out's length): `refill`
+        self._start: tuple[Any, ...] | None = None
+        self._filled: set[int] = set()
+        # what an opening user message costs (adapters.anthropic `opening_tokens`): a round
+        # the question came after keeps room for it beside itself, as it may open the context
+        self.opening = 0
 
     def fill(self, caps: dict[str, int], plan: Plan, tail_rows: list[TurnRow], table: TurnTable,
              tail_anchor: int, fill_to: int = 0, *, kept_from: int | None = None,
@@ -153,8 +173,15 @@ class Packing:
         on their own, measured by `tail_first` (a unit's tokens as the provider caches
         them), the unit that crosses it included. `retrim`: a tail unit anew, its tool outputs
         trimmed to a given number of tokens (`take_loop`'s latest round)."""
+        if self._start is None:
+            self._start = ({s: list(v) for s, v in self.pools.items()}, dict(caps), len(plan.left_out),
+                           self.remaining, (plan, tail_rows, table, tail_anchor, fill_to),
+                           dict(kept_from=kept_from, held_back=held_back, leftovers=leftovers,
+                                latest_user=latest_user, memory_last=memory_last, tail_first=tail_first,
+                                retrim=retrim))
         self.latest_user = latest_user
-        self.loop_after = loop_after(self.pools["tail"], latest_user)
+        self.loop_after = (latest_user if self.unanswered_dropped
+                           else loop_after(self.pools["tail"], latest_user))
         if self.pools["pinned"]:
             # at least the highest-priority pin fits (a constraint left out is an answer
             # gone wrong): still a function of the pins and the budget, not of the class
@@ -197,6 +224,7 @@ class Packing:
         # context and outlives the grown turns (a middle eviction keeps the head and drops
         # them), so the grown tail passes over them instead
         self.grow_tail(extra, held_back, pins_once=memory_last)
+        self._filled = {id(c) for c in self.chosen["retrieved"]}  # refill: what came after is a mark
 
     def take_loop(self, latest_user: int | None,
                   retrim: Callable[[Candidate, int], Candidate] | None = None) -> None:
@@ -236,26 +264,33 @@ class Packing:
         not fit ends the loop in `take_loop`). Where not even ROUND_MIN_RESULT_TOKENS an
         output fits, the round is taken so all the same: the exact count then finds
         nothing to drop (`drop_one` never drops it) and the call fails with
-        BudgetTooSmall naming the tokens needed, never the question alone."""
+        BudgetTooSmall naming the tokens needed, never the question alone. A round the
+        question came after (`loop_after`) outranks only the older tail: the pins stay,
+        the room beside them less `opening`, and one too large for it is left out."""
         pool, chosen = self.pools["tail"], self.chosen
         # the round (newest first), and the pins and older turns that give way to it
         round_ = [c for c in chosen["tail"] if c.position >= start] + [c for c in pool if c.position >= start]
-        if self.loop_after != self.latest_user and (
-                sum(retrim(c, ROUND_MIN_RESULT_TOKENS).tokens for c in round_)
-                > self.remaining + self.used["tail"] + self.used["pinned"]):
-            # a round the question came after, no reply between, not the model's pending
-            # loop: too large for the whole room even at the least trim (a big call's
-            # arguments, which are never trimmed, or many calls), it never refuses the
-            # question: left out, nothing given way to it, the tail as chosen
+        # a round the question came after, no reply between, is not the model's pending
+        # loop (an agent's run that ended before its reply was stored leaves the same
+        # rows): the pins never give way to it, only the older tail does
+        unanswered = self.loop_after != self.latest_user
+        if unanswered and (sum(retrim(c, ROUND_MIN_RESULT_TOKENS).tokens for c in round_)
+                           > self.remaining + self.used["tail"]):
+            # too large for the room the pins leave even at the least trim (a big call's
+            # arguments, which are never trimmed, or many calls): it never refuses the
+            # question, nor displaces a pin: left out, nothing given way to it
             self.leave_unanswered(round_)
             return
         older = [c for c in chosen["tail"] if c.position < start]
         self.pools["tail"] = sorted(older + [c for c in pool if c.position < start], key=lambda c: -c.position)
-        self.pools["pinned"] = chosen["pinned"] + self.pools["pinned"]
-        self.gave_way = {(c.conversation_id, c.position) for c in chosen["pinned"] + older}
-        self.remaining += self.used["tail"] + self.used["pinned"]
-        chosen["tail"], chosen["pinned"] = [], []
-        self.used["tail"] = self.used["pinned"] = 0
+        released = older if unanswered else chosen["pinned"] + older
+        self.gave_way = {(c.conversation_id, c.position) for c in released}
+        self.remaining += self.used["tail"]
+        chosen["tail"], self.used["tail"] = [], 0
+        if not unanswered:
+            self.pools["pinned"] = chosen["pinned"] + self.pools["pinned"]
+            self.remaining += self.used["pinned"]
+            chosen["pinned"], self.used["pinned"] = [], 0
 
         def at(limit: int) -> list[Candidate]:
             return [retrim(c, limit) for c in round_]
@@ -266,9 +301,9 @@ class Packing:
         # that pin fits; a system prompt or a standing constraint lost for a whole agent
         # loop is an answer gone wrong), the outputs trimmed further for it; it gives way
         # only where the round does not fit beside it even at ROUND_MIN_RESULT_TOKENS an output
-        top = self.pools["pinned"][0] if self.pools["pinned"] else None
+        top = self.pools["pinned"][0] if self.pools["pinned"] and not unanswered else None
         beside = top.tokens + self.header["pinned"] if top is not None else 0
-        room = self.remaining - beside
+        room = self.remaining - beside - (self.opening if unanswered else 0)
         best = round_  # as usually trimmed: with the pins and older turns gone it may fit
         if sum(c.tokens for c in best) > room:
             floor = at(lo)
@@ -441,7 +476,8 @@ class Packing:
                 if (c.conversation_id, c.position) in shown:
                     continue
                 key = (c.conversation_id, c.position)
-                why = (ROUND_UNANSWERED_LEFT_OUT if key in self.unanswered_left_out
+                why = (ROUND_UNANSWERED_DROPPED if key in self.unanswered_dropped
+                       else ROUND_UNANSWERED_LEFT_OUT if key in self.unanswered_left_out
                        else GAVE_WAY if key in self.gave_way
                        else "did not fit its share of the budget: " + c.reason)
                 out.append(PlanItem(s, c.conversation_id, c.group or [c.position], c.tier, c.fidelity,
@@ -505,8 +541,9 @@ class Packing:
         oldest first), then the lowest-priority pin; never a unit of the latest round
         (`round_units`: the model would call its tools again), so a latest round that does
         not fit is the budget's error; but for a round the question came after, no reply
-        between (`loop_after`: not the model's pending loop), which goes last, after the
-        pins: the question is then sent without it, never refused for it."""
+        between (`loop_after`: not the model's pending loop), which goes before any tail
+        turn or pin, the context packed again without it (`refill`: what gave way to it
+        comes back): the question is then sent without it, never refused for it."""
         chosen = self.chosen
         for s in ("retrieved", "summary"):
             if chosen[s]:
@@ -514,26 +551,60 @@ class Packing:
                 chosen[s].remove(victim)
                 plan.left_out.append(victim.item(DROPPED))
                 return True
-        loop = {id(c) for c in self.round_units()}
+        round_ = self.round_units()
+        if self.loop_after != self.latest_user and round_:
+            # a round the question came after (not the model's pending loop) goes before
+            # any pin or tail turn, and what gave way to it comes back: packed again as if
+            # it had been left out from the start (`refill`; a packing `fill` never ran, as
+            # a unit test's, drops its units alone)
+            if self._start is not None:
+                self.refill(round_)
+                return True
+            self.unanswered_dropped |= {(c.conversation_id, c.position) for c in round_}
+            for c in round_:
+                chosen["tail"].remove(c)
+                plan.left_out.append(c.item(ROUND_UNANSWERED_DROPPED))
+            self.loop_after = self.latest_user
+            return True
+        loop = {id(c) for c in round_}
         older = [c for c in chosen["tail"] if id(c) not in loop]
         if older:
             victim = min(older, key=lambda c: c.position)
             chosen["tail"].remove(victim)
-            plan.left_out.append(victim.item(DROPPED))
+            key = (victim.conversation_id, victim.position)
+            plan.left_out.append(victim.item(ROUND_UNANSWERED_DROPPED if key in self.unanswered_dropped else DROPPED))
             return True
         if chosen["pinned"]:
             victim = min(chosen["pinned"], key=lambda c: (c.score, c.position))
             chosen["pinned"].remove(victim)
             plan.left_out.append(victim.item(DROPPED))
             return True
-        if self.loop_after != self.latest_user and loop:
-            units = self.round_units()
-            for c in units:
-                chosen["tail"].remove(c)
-                plan.left_out.append(c.item(f"{DROPPED}: {ROUND_UNANSWERED}, so the question is sent without it"))
-            self.loop_after = self.latest_user  # no current loop left: nothing more is kept from drop_one
-            return True
         return False
+
+    def refill(self, round_: Sequence[Candidate]) -> None:
+        """Pack again from `fill`'s start, the round the question came after (`round_`,
+        `loop_after`) an older tail unit from the start (no current loop, as before
+        ac765c3): what gave way to it (older tail turns) comes back. The marks added to
+        the retrieved slice after `fill` (planner.marks) are added again; what drop_one
+        dropped before is packed anew (plan.left_out back to its length at the start)."""
+        assert self._start is not None
+        pools0, caps0, left0, remaining0, args, kwargs = self._start
+        plan = args[0]
+        added = [c for c in self.chosen["retrieved"] if id(c) not in self._filled]  # marks.take's
+        self.unanswered_dropped |= {(c.conversation_id, c.position) for c in round_}
+        # in place: the caller (planner.build `_fit`) holds these dicts
+        self.pools.update({s: list(v) for s, v in pools0.items()})
+        self.chosen.update({s: [] for s in PACKED_SLICES})
+        self.used.update({s: 0 for s in PACKED_SLICES})
+        self.remaining = remaining0
+        self.round_trim, self.gave_way, self.unanswered_left_out = None, set(), set()
+        del plan.left_out[left0:]
+        self.fill(dict(caps0), *args, **kwargs)
+        if added:
+            cost = sum(c.tokens for c in added) + (self.header["retrieved"] if not self.chosen["retrieved"] else 0)
+            self.chosen["retrieved"].extend(added)
+            self.used["retrieved"] += cost
+            self.remaining -= cost
 
 
 def kept_tail(pool: list[Candidate], start: int, cap: int, latest_user: int | None = None

@@ -11,7 +11,7 @@ before returned a context. Invariants checked here:
 - such a round that does not fit even at the least trim is left out, named in
   `plan.left_out` with that reason, and the question is sent as it was before ac765c3;
 - the refusal text about calling the same tools again is not used for it;
-- `drop_one` (the exact count past the budget) drops such a round last, never refusing
+- `drop_one` (the exact count past the budget) drops such a round first, never refusing
   for it; the model's own pending round it never drops, as before;
 - after a clear, the read-back of the round's call reads the rows after the clear only
   (it read the whole log on every call), counted as rows the store returned.
@@ -175,16 +175,17 @@ def _unit(position: int, *messages: dict[str, object]) -> Candidate:
 
 
 @pytest.mark.parametrize(("latest_user", "answered_by_question"), [
-    # the question (position 3) came after the round's results, no reply between: droppable, last
+    # the question (position 3) came after the round's results, no reply between: dropped
+    # first, before the pin (review r_c5: the pin went, then the round, leaving the question alone)
     (3, True),
     # the model's pending round after the question (position 0): never dropped, as before
     (0, False),
 ])
-def test_drop_one_drops_an_unanswered_round_last(latest_user: int, answered_by_question: bool) -> None:
+def test_drop_one_drops_an_unanswered_round_before_a_pin(latest_user: int, answered_by_question: bool) -> None:
     """The exact count may still pass the budget after packing estimated a fit: `drop_one`
-    then drops the pin first and, for a round the question came after, the round last (the
-    question is sent without it); the model's own pending round is never dropped (the
-    call is then BudgetTooSmall naming the round)."""
+    then drops a round the question came after before any pin or tail turn (the question
+    is sent without it); the model's own pending round is never dropped, the pin goes
+    (the call is then BudgetTooSmall naming the round)."""
     call = {"role": "assistant", "content": None,
             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
     result = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
@@ -198,12 +199,13 @@ def test_drop_one_drops_an_unanswered_round_last(latest_user: int, answered_by_q
     assert (packing.loop_after != latest_user) is answered_by_question
     packing.chosen["tail"], packing.chosen["pinned"] = [pools["tail"].pop()], [pin]
     plan = Plan("c", None, "chat", "", 1000)
-    assert packing.drop_one(plan)  # the pin first
-    assert plan.left_out[-1].positions == [5] and packing.chosen["tail"] == [round_]
-    assert packing.drop_one(plan) is answered_by_question
-    if answered_by_question:
+    assert packing.drop_one(plan)
+    if answered_by_question:  # the round first, the pin kept
         assert packing.chosen["tail"] == [] and plan.left_out[-1].positions == [1, 2]
-        assert ROUND_UNANSWERED in plan.left_out[-1].reason
-        assert not packing.round_units() and not packing.drop_one(plan)  # nothing left to drop
-    else:
-        assert packing.chosen["tail"] == [round_] and len(plan.left_out) == 1
+        assert ROUND_UNANSWERED in plan.left_out[-1].reason and packing.chosen["pinned"] == [pin]
+        assert not packing.round_units()
+        assert packing.drop_one(plan) and plan.left_out[-1].positions == [5]  # then the pin
+        assert not packing.drop_one(plan)  # nothing left to drop
+    else:  # the pin, never the round
+        assert plan.left_out[-1].positions == [5] and packing.chosen["tail"] == [round_]
+        assert not packing.drop_one(plan) and len(plan.left_out) == 1
