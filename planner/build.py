@@ -270,10 +270,6 @@ class SummaryBlock:
     # in for every position from `start` to `end`, not only the one its line cites
     # (planner.candidates `summary`: what a correction after `end` superseded in it)
     whole: bool = False
-    # when a caller's checkpoint was written (tiers.models `Checkpoint.created_at`, the
-    # store's clock): a correction stored by then may be in its text, and is not named
-    # (planner.candidates `_written_before`). None: not known, every correction named
-    written_at: float | None = None
 
 
 @dataclass

@@ -1929,8 +1929,7 @@ class Memory:
                        max_seconds=self.views.max_seconds_behind, now=now, first_uncovered_at=first,
                        turns_behind=last - cp.position)
         return [SummaryBlock("checkpoint", 1, 0, cp.position, shown, st.turns_behind, st.seconds_behind,
-                             st.over_budget, tier="cold", whole=fold_lines is None,
-                             written_at=cp.created_at)]
+                             st.over_budget, tier="cold", whole=fold_lines is None)]
 
     def _fold(self, conv: str) -> tuple[Checkpoint, list[FoldLine] | None] | None:
         """The latest checkpoint that may stand in for what it covers (DESIGN invariant
