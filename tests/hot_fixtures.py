@@ -1,4 +1,5 @@
-"""Helpers shared by the hot-tier tests: a local Redis Cluster started from the same binary
+"""Helpers shared by the hot-tier tests: a redis-server of a test's own on a TCP port with
+the `server` / `admin` / `mem` fixtures on it, a local Redis Cluster started from the same binary
 as the embedded server, a way to kill a server for real, and a pure-Python reference of
 the eviction rules that the Lua engine must match step for step.
 
@@ -30,6 +31,7 @@ from tiermem.tiers.redis_watchdog import pid_alive as _pid_alive
 
 if TYPE_CHECKING:
     from tiermem import Memory
+    from tiermem.tiers.embed import Embedder
 
 # ---------------------------------------------------------------------------------------
 # processes
@@ -129,6 +131,38 @@ def tcp_redis(work_dir: Path, *args: str, password: str | None = None,
         proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
+
+
+# The pytest fixtures of a test on one such server: `server`, its `admin` client, and a
+# Memory `mem` on it (Memory's own data under tmp_path / "data"). A test module uses them
+# through the plugin module hot_server (`pytest_plugins = ["hot_server"]`), not by importing
+# them: ruff takes a test's parameter of an imported fixture's name for a redefinition
+# (F811), and pytest cannot register this module, which the tests import, as a plugin.
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[TcpRedis]:
+    """The redis-server tiermem is configured with (tcp_redis, under tmp_path / "redis")."""
+    with tcp_redis(tmp_path / "redis") as srv:
+        yield srv
+
+
+@pytest.fixture
+def admin(server: TcpRedis) -> Iterator[redis.Redis]:
+    """A client of the test's own on `server`, besides tiermem's."""
+    c = server.admin()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def mem(tmp_path: Path, server: TcpRedis, embedder: Embedder) -> Iterator[Memory]:
+    """A Memory on `server`, indexing in the calling thread."""
+    from tiermem import Config, Memory
+
+    with Memory(Config(data_dir=tmp_path / "data", redis_url=server.url), embedder=embedder,
+                background_indexing=False) as m:
+        yield m
 
 
 REPLICA_WAIT_S = 10.0  # how long a server may take to sync from its primary

@@ -15,17 +15,20 @@ the keys' TTL (review of f2bfefa, r6_erase_misconf.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from hot_fixtures import TcpRedis, tcp_redis, until_healthy
+from hot_fixtures import TcpRedis, until_healthy
 from test_hot_busy_misconf import busy, misconf
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
+
+# the fixtures admin, server (hot_fixtures, by hot_server)
+pytest_plugins = ["hot_server"]
 
 SECRET = "my secret seat is 12A, paid by bank transfer from the account in Lisbon"
 BUDGET = 300  # tokens: any context builds the set and its epoch state
@@ -37,19 +40,6 @@ REFUSALS = [
     # every write refused: the erasure's DEL (known before; kept as the control)
     ("misconf", misconf),
 ]
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[TcpRedis]:
-    with tcp_redis(tmp_path / "redis") as srv:
-        yield srv
-
-
-@pytest.fixture
-def admin(server: TcpRedis) -> Iterator[redis.Redis]:
-    c = server.admin()
-    yield c
-    c.close()
 
 
 def _keys_of(admin: redis.Redis, mem: Memory, key: str) -> list[str]:

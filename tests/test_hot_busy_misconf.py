@@ -24,11 +24,14 @@ from typing import Any
 
 import pytest
 import redis
-from hot_fixtures import TcpRedis, tcp_redis, until_healthy
+from hot_fixtures import TcpRedis, until_healthy
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.errors import STALE_DROPPED, HotStale
+
+# the fixtures admin, server (hot_fixtures, by hot_server)
+pytest_plugins = ["hot_server"]
 
 FILLER = "paid by bank transfer from the account in Lisbon, reference attached"
 REQUESTS = 5  # append + context pairs made while Redis refuses
@@ -109,19 +112,6 @@ REFUSALS = [
     # a failed RDB save: every write refused (the read script renews TTLs, so it too)
     ("misconf", misconf, "MISCONF"),
 ]
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[TcpRedis]:
-    with tcp_redis(tmp_path / "redis") as srv:
-        yield srv
-
-
-@pytest.fixture
-def admin(server: TcpRedis) -> Iterator[redis.Redis]:
-    c = server.admin()
-    yield c
-    c.close()
 
 
 def _say(mem: Memory, conv: str, text: str) -> int:

@@ -26,9 +26,12 @@ import redis
 from hot_fixtures import RECHECK_POLL_S as POLL_S
 from hot_fixtures import TcpRedis, scrape_counters, tcp_redis, until_healthy, wait_synced
 
-from tiermem import Config, Memory
+from tiermem import Memory
 from tiermem.hotlink import WRITES_RECHECK_INTERVAL_S
-from tiermem.tiers.embed import Embedder
+
+# the fixtures admin, mem, server (hot_fixtures, by hot_server); `server`: the one
+# tiermem is configured with (the primary, then the old primary)
+pytest_plugins = ["hot_server"]
 
 FILLER = "paid by bank transfer from the account in Lisbon, reference attached"
 
@@ -38,27 +41,6 @@ def standby(tmp_path: Path) -> Iterator[TcpRedis]:
     """The server the failover promotes."""
     with tcp_redis(tmp_path / "standby") as srv:
         yield srv
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[TcpRedis]:
-    """The server tiermem is configured with: the primary, then the old primary."""
-    with tcp_redis(tmp_path / "server") as srv:
-        yield srv
-
-
-@pytest.fixture
-def admin(server: TcpRedis) -> Iterator[redis.Redis]:
-    c = server.admin()
-    yield c
-    c.close()
-
-
-@pytest.fixture
-def mem(tmp_path: Path, server: TcpRedis, embedder: Embedder) -> Iterator[Memory]:
-    with Memory(Config(data_dir=tmp_path / "data", redis_url=server.url), embedder=embedder,
-                background_indexing=False) as m:
-        yield m
 
 
 def _fail_over(admin: redis.Redis, server: TcpRedis, standby: TcpRedis) -> None:

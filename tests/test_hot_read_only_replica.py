@@ -23,34 +23,16 @@ import pytest
 import redis
 from hot_fixtures import REPLICA_WAIT_S, TcpRedis, tcp_redis, wait_synced
 
-from tiermem import Config, Memory
-from tiermem.tiers.embed import Embedder
+from tiermem import Memory
+
+# the fixtures admin, mem, server (hot_fixtures, by hot_server)
+pytest_plugins = ["hot_server"]
 
 
 @pytest.fixture
 def primary(tmp_path: Path) -> Iterator[TcpRedis]:
     with tcp_redis(tmp_path / "primary") as srv:
         yield srv
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[TcpRedis]:
-    with tcp_redis(tmp_path / "server") as srv:
-        yield srv
-
-
-@pytest.fixture
-def admin(server: TcpRedis) -> Iterator[redis.Redis]:
-    c = server.admin()
-    yield c
-    c.close()
-
-
-@pytest.fixture
-def mem(tmp_path: Path, server: TcpRedis, embedder: Embedder) -> Iterator[Memory]:
-    with Memory(Config(data_dir=tmp_path / "data", redis_url=server.url), embedder=embedder,
-                background_indexing=False) as m:
-        yield m
 
 
 def _become_replica(admin: redis.Redis, primary: TcpRedis) -> None:

@@ -11,41 +11,19 @@ about twice the hot read's wait per context.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 import redis
-from hot_fixtures import TcpRedis, tcp_redis
 
-from tiermem import Config, Memory
+from tiermem import Memory
 from tiermem.planner.epoch import RedisEpochs
-from tiermem.tiers.embed import Embedder
+
+# the fixtures admin, mem, server (hot_fixtures, by hot_server)
+pytest_plugins = ["hot_server"]
 
 PAUSE_MS = 8000  # how long Redis stops answering: past the contexts measured in it
 # the contexts under the pause may take this much of one hot read's wait beyond it
 # (planning on a busy machine); a second wait for Redis would take a whole one more
 MARGIN = 0.5
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[TcpRedis]:
-    with tcp_redis(tmp_path / "redis") as srv:
-        yield srv
-
-
-@pytest.fixture
-def admin(server: TcpRedis) -> Iterator[redis.Redis]:
-    c = server.admin()
-    yield c
-    c.close()
-
-
-@pytest.fixture
-def mem(tmp_path: Path, server: TcpRedis, embedder: Embedder) -> Iterator[Memory]:
-    with Memory(Config(data_dir=tmp_path / "data", redis_url=server.url), embedder=embedder,
-                background_indexing=False) as m:
-        yield m
 
 
 def _unpaused(admin: redis.Redis, until: float) -> None:

@@ -13,40 +13,20 @@ pins and members of the snapshot (review r_redis, s6_inspector_restore.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 import redis
-from hot_fixtures import TcpRedis, tcp_redis
 
-from tiermem import Config, Memory
+from tiermem import Memory
 from tiermem.inspector.data import HOT_BEHIND, HOT_STALE, hot_figures
-from tiermem.tiers.embed import Embedder
+
+# the fixtures admin, mem, server (hot_fixtures, by hot_server)
+pytest_plugins = ["hot_server"]
 
 FILLER = "paid by bank transfer from the account in Lisbon, reference attached"
 QUERY = "which account?"
 BUDGET = 3000
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[TcpRedis]:
-    with tcp_redis(tmp_path / "redis") as srv:
-        yield srv
-
-
-@pytest.fixture
-def admin(server: TcpRedis) -> Iterator[redis.Redis]:
-    c = server.admin()
-    yield c
-    c.close()
-
-
-@pytest.fixture
-def mem(tmp_path: Path, server: TcpRedis, embedder: Embedder) -> Iterator[Memory]:
-    with Memory(Config(data_dir=tmp_path / "data", redis_url=server.url), embedder=embedder,
-                background_indexing=False) as m:
-        yield m
 
 
 def _say(mem: Memory, text: str) -> int:
