@@ -139,7 +139,7 @@ from tiermem.planner.render import (
 from tiermem.planner.statements import StatementView
 from tiermem.planner.timeline import told
 from tiermem.tiers.errors import BudgetTooSmall, EmbeddingUnavailable, ValidationError
-from tiermem.tiers.formats import hidden_positions, wire_body
+from tiermem.tiers.formats import canonical_role, hidden_positions, wire_body
 from tiermem.tiers.keys import turn_fingerprint
 from tiermem.tiers.models import StoredMessage, message_text
 from tiermem.tiers.statements import hidden_many, read_hidden
@@ -843,8 +843,10 @@ class Planner:
         is as before."""
         if packing.loop_after == packing.latest_user or not packing.round_units():
             return 0
-        first = next((m for m in messages if m.get("role") != "system"), None)
-        if first is None or first.get("role") != "assistant":
+        # the role as the turn index reads it: a Responses item (`function_call`, no role)
+        # is the model's turn, a developer message a system one (Anthropic lifts it out)
+        first = next((m for m in messages if canonical_role(m) != "system"), None)
+        if first is None or canonical_role(first) != "assistant":
             return 0
         return self._opening_tokens()
 
