@@ -83,6 +83,9 @@ def _tenant_b_calls(mem: Memory, heard: list[ErasureReport]) -> dict[str, Any]:
     out["checkpoint"] = b.checkpoint(SHARED, "a trip to Rome in May", 1)
     b.pin(SHARED, 0)
     out["fork"] = b.fork(SHARED, 1, new_id=FORKED)
+    # a turn of the fork's own: namespace recall skips a fork family's shared prefix (00c9512),
+    # so this is what the planner and a namespace search retrieve from the fork
+    out["append_to_fork"] = b.append(FORKED, say("the Rome hotel is near the Pantheon", 1005.5))
     out["history"] = b.history(SHARED)
     out["history_page"] = b.history_page(SHARED, limit=2)
     out["active"] = b.active(SHARED)
