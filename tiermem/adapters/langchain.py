@@ -752,8 +752,6 @@ def _restore(msg: BaseMessage, body: dict[str, Any], meta: dict[str, Any], lc_id
     if isinstance(msg, ToolMessage):
         if isinstance(body.get("name"), str) and body.get("role") == "tool":
             update["name"] = body["name"]
-        if meta.get(METADATA_STATUS_KEY) in ("success", "error"):
-            update["status"] = meta[METADATA_STATUS_KEY]
         if METADATA_ARTIFACT_KEY in meta:
             update["artifact"] = meta[METADATA_ARTIFACT_KEY]
     return msg.model_copy(update=update) if update else msg
@@ -763,11 +761,15 @@ def _restored_fields(msg: BaseMessage, meta: dict[str, Any]) -> dict[str, Any]:
     """The message fields `to_openai` kept in the row's metadata (`METADATA_FIELD_KEYS`),
     as an update of `msg`: `additional_kwargs` over those the stored form gives back,
     `response_metadata` whole, `usage_metadata` where `msg` is an AI message and the
-    row's is one LangChain takes (another writer's metadata of the key is left). Copies:
+    row's is one LangChain takes (another writer's metadata of the key is left), and a
+    tool message's status: a context's tool error must reach the model as an error
+    (ChatAnthropic's `is_error`), not as the success a ToolMessage defaults to. Copies:
     a message changed in place leaves the row read unchanged."""
-    from langchain_core.messages import AIMessage
+    from langchain_core.messages import AIMessage, ToolMessage
 
     update: dict[str, Any] = {}
+    if isinstance(msg, ToolMessage) and meta.get(METADATA_STATUS_KEY) in ("success", "error"):
+        update["status"] = meta[METADATA_STATUS_KEY]
     for field, key in METADATA_FIELD_KEYS.items():
         value = copy.deepcopy(meta.get(key))
         if not isinstance(value, dict) or not value or not hasattr(msg, field):
