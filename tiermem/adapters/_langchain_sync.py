@@ -87,7 +87,12 @@ appended since its last read (by this instance, another one, or another process)
 several instances on one conversation (workers sharing a checkpointer) store each message
 once. The read starts at the last row read before: when that row is gone or another, the
 conversation was erased since (and maybe begun again, longer or not), and the whole log
-is read anew. Syncs of one conversation are serialised in a process (`_common.conversation_lock`);
+is read anew; the ids the log held before it are noted as erased (`_erased`), and
+a state that still holds those messages (a checkpointer keeps its state: erase it
+there too, `delete_thread`) does not store them again, so an erasure is not undone at
+the thread's next run; messages new since are stored. An instance made after the
+erasure (another process, or one whose sync the adapter's `max_threads` let go) never
+read those ids and stores the checkpointer's state as new. Syncs of one conversation are serialised in a process (`_common.conversation_lock`);
 two processes that both append a message in the same instant leave it twice in the log,
 and the later copy is hidden at once by a retraction row (the first by position wins),
 so views and contexts show it once while `history()` keeps both. An edit's batch is
@@ -399,6 +404,10 @@ class ConversationSync:
         self.system_messages = check_system_messages(system_messages)
         # refused here, not at the first model call mid-run
         self.timezone = optional_timezone(timezone)
+        # LangChain ids an erasure of the conversation covered (stored before it, as this
+        # instance read the log): the checkpointer still holds those messages, and storing
+        # them again would bring back what was erased (`_load_seen`); never stored again
+        self._erased: set[str] = set()
         self._reset()
 
     def _reset(self) -> None:
@@ -435,8 +444,12 @@ class ConversationSync:
             if rows and _same_row(rows[0], last):
                 rows = rows[1:]
             else:
+                # the erasure covered every id the log held: a state that still holds those
+                # messages (the checkpointer's) does not store them again, its new ones it does
+                self._erased |= self._stored
                 self._reset()
                 rows = log_pages(self.memory, self.conversation_id)
+                self._erased -= {str(i) for m in rows if (i := (m.metadata or {}).get(METADATA_ID_KEY))}
         redundant: set[int] = set()
         for m in rows:
             kind = m.body.get("type")
@@ -524,7 +537,7 @@ class ConversationSync:
                         # this worker's: another one's edit of it since stands
                         if versions and not same and versions[-1].differs(m, self._limit):
                             edited[versions[-1].position] = m
-                        if versions or m.id in self._stored:
+                        if versions or m.id in self._stored or m.id in self._erased:
                             continue
                     new.append(m)
                     new_at.append(i)
