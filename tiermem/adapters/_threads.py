@@ -32,6 +32,20 @@ namespace recall on, as before (`recall_across_threads` is refused there: it is 
 threads that are conversations of their own); `namespace_recall = false` in the config
 turns it off everywhere, the opt-in too.
 
+A nested agent (a `create_agent` or graph called from a tool or node of the graph, in
+the same thread: the usual sub-agents-as-tools supervisor) inherits the run's thread id,
+but not its checkpoint namespace (`tools:<task id>|model:<task id>`): its conversation
+is the thread id, then its namespace's stable part, the names of the nodes it sits in
+(not the current one, nor the task ids, new at every call), then the agent's name
+where it has one (`create_agent(name=)`: LangChain's `lc_agent_name`), `:` between
+them, so `job-1:tools:researcher` (`run_conversation_key`; a character a conversation id
+may not hold, as `_` in a name). Each nested agent has its own
+conversation, the same at every run, and its turns never land among the supervisor's
+(they orphaned its tool calls there). A top-level run's namespace is its one node:
+its conversation is the thread id, as before. Two unnamed sub-agents called from one
+node share a conversation: name them. A fixed `conversation_id` stays that one
+conversation, nested or not.
+
 The thread id is the config the framework hands the hook (LangGraph injects a node's
 `config`), else `langgraph.config.get_config()`: the config of the node running (a
 middleware's hooks run inside the agent's nodes). A call outside any run (a hook called
@@ -47,6 +61,7 @@ went reads the log again at its next call, as a new worker would, storing nothin
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import uuid
 from collections import OrderedDict
@@ -65,6 +80,9 @@ if TYPE_CHECKING:
 # thread's state: about the state's size); a thread past it reads the log again when it
 # runs next
 DEFAULT_MAX_THREADS = 256
+
+# what a node's or agent's name may not hold of a conversation id (`tiers.models.ID_PATTERN`)
+_NOT_IN_ID = re.compile(r"[^A-Za-z0-9._@-]")
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +114,40 @@ def run_thread_id(config: RunnableConfig | None = None) -> str | None:
         return str(thread_id)
     raise ValidationError("thread_id", f"config['configurable']['thread_id'] must be a string (or an int or UUID) "
                           f"to name a tiermem conversation, got {shown(thread_id)}")
+
+
+def run_nesting(config: RunnableConfig | None = None) -> str | None:
+    """The stable part of the checkpoint namespace of the run `config` belongs to (None:
+    the running node's), `:`-joined: the nodes the running graph is nested in (each
+    namespace segment is `node:task id`; the last one is the node running, the task ids
+    change at every call), then the agent's name (`lc_agent_name`) where it has one,
+    each with `_` for a character a conversation id may not hold (`ID_PATTERN`); None
+    for a top-level run (a namespace of one segment, or none)."""
+    config = run_config(config)
+    if config is None:
+        return None
+    ns = (config.get("configurable") or {}).get("checkpoint_ns")
+    if not isinstance(ns, str):
+        return None
+    # NS_SEP "|" between segments, NS_END ":" before a segment's task id: langgraph's own
+    nodes = [segment.split(":", 1)[0] for segment in ns.split("|") if segment][:-1]
+    if not nodes:
+        return None
+    agent = (config.get("metadata") or {}).get("lc_agent_name")
+    if isinstance(agent, str) and agent:
+        nodes.append(agent)
+    return ":".join(_NOT_IN_ID.sub("_", node) for node in nodes)
+
+
+def run_conversation_key(config: RunnableConfig | None = None) -> str | None:
+    """The conversation of a run without a fixed `conversation_id`: its thread id, and
+    for a nested agent `thread id:run_nesting` (the module's docstring); None without a
+    thread id."""
+    thread_id = run_thread_id(config)
+    if thread_id is None:
+        return None
+    nesting = run_nesting(config)
+    return thread_id if nesting is None else f"{thread_id}:{nesting}"
 
 
 class ThreadConversations:
@@ -155,6 +207,9 @@ class ThreadConversations:
         """The `ConversationSync` of the run `config` belongs to (None: the running node's)."""
         thread_id = run_thread_id(config)
         conversation = self.conversation_for(thread_id)
+        if self.conversation_id is None:
+            # a nested agent's own conversation in the thread (the module's docstring)
+            thread_id = conversation = run_conversation_key(config) or conversation
         with self._lock:
             sync = self._syncs.get(thread_id)
             if sync is not None:

@@ -1,0 +1,142 @@
+"""Sub-agents called as tools by a supervisor, one LangGraph thread: each nested agent
+keeps its own tiermem conversation (`tiermem.adapters._threads.run_conversation_key`),
+against the real packages with fake chat models (no network) and `InMemorySaver`.
+
+A nested agent inherits the run's thread id; before, its conversation was that thread id,
+so its turns landed in the supervisor's conversation between the supervisor's tool call
+and its result: the call was left unanswered and the result orphaned in the log and in
+the supervisor's later contexts. Now a nested agent's conversation is the thread id plus
+the stable part of its checkpoint namespace (the nodes it sits in, its agent name): the
+same at every run, while a top-level run's conversation stays its thread id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain.agents")
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from tiermem import Memory
+from tiermem.adapters._threads import run_conversation_key
+from tiermem.adapters.langchain_agent import TiermemMiddleware
+
+BUDGET_TOKENS = 2000
+THREAD = {"configurable": {"thread_id": "job-1"}}
+
+
+class Script(GenericFakeChatModel):
+    """A fake chat model answering from its script; records every input."""
+
+    received: list[list[BaseMessage]] = []  # noqa: RUF012 (a pydantic field, set per instance below)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Script:
+        return self
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        self.received.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
+
+
+def _script(*replies: AIMessage) -> Script:
+    model = Script(messages=iter(replies))
+    model.received = []
+    return model
+
+
+def _call(cid: str, name: str) -> AIMessage:
+    return AIMessage("", tool_calls=[{"id": cid, "name": name, "args": {"q": "topic"}}])
+
+
+def _unanswered(messages: list[dict[str, Any]]) -> list[str]:
+    """The tool calls no tool result right after their message answers, and the results
+    no call before them made (Chat Completions' rule), as stored rows' bodies."""
+    problems: list[str] = []
+    waiting: set[str] = set()
+    for m in messages:
+        if m.get("role") == "tool":
+            if m.get("tool_call_id") not in waiting:
+                problems.append(f"orphan result {m.get('tool_call_id')}")
+            waiting.discard(m.get("tool_call_id"))
+            continue
+        problems += [f"unanswered call {c}" for c in sorted(waiting)]
+        waiting = {c["id"] for c in m.get("tool_calls") or []}
+    return problems + [f"unanswered call {c}" for c in sorted(waiting)]
+
+
+def _supervisor(mem: Memory, sub_model: Script, sup_model: Script) -> Any:
+    researcher = create_agent(sub_model, [], middleware=[TiermemMiddleware(mem, budget=BUDGET_TOKENS)],
+                              name="researcher")
+    writer = create_agent(sub_model, [], middleware=[TiermemMiddleware(mem, budget=BUDGET_TOKENS)], name="writer")
+
+    @tool
+    def research(q: str) -> str:
+        """Research a topic."""
+        return str(researcher.invoke({"messages": [HumanMessage(f"research {q}")]})["messages"][-1].content)
+
+    @tool
+    def write(q: str) -> str:
+        """Write about a topic."""
+        return str(writer.invoke({"messages": [HumanMessage(f"write {q}")]})["messages"][-1].content)
+
+    return create_agent(sup_model, [research, write], middleware=[TiermemMiddleware(mem, budget=BUDGET_TOKENS)],
+                        checkpointer=InMemorySaver())
+
+
+def _stored(mem: Memory, conv: str) -> list[str]:
+    return [str(m.body.get("content")) for m in mem.history(conv) if m.body.get("role") in ("user", "assistant")]
+
+
+def test_sub_agents_keep_their_own_conversations_and_the_supervisors_calls_stay_answered(
+        cold_memory: Memory) -> None:
+    sub_model = _script(AIMessage("found X"), AIMessage("wrote Y"), AIMessage("found Z"))
+    sup_model = _script(_call("c1", "research"), _call("c2", "write"), AIMessage("done"),
+                        _call("c3", "research"), AIMessage("done again"))
+    supervisor = _supervisor(cold_memory, sub_model, sup_model)
+    supervisor.invoke({"messages": [HumanMessage("make a report")]}, THREAD)
+    # the supervisor's conversation: each call answered right after it (before: the
+    # researcher's turns sat between c1 and its result)
+    rows = [m.body for m in cold_memory.history("job-1")]
+    assert _unanswered(rows) == []
+    assert _stored(cold_memory, "job-1") == ["make a report", "", "", "done"]
+    # each sub-agent's turns in a conversation of its own: the thread, the node it runs in
+    # (create_agent's "tools"), its name
+    assert sorted(cold_memory.conversations()) == ["job-1", "job-1:tools:researcher", "job-1:tools:writer"]
+    assert _stored(cold_memory, "job-1:tools:writer") == ["write topic", "wrote Y"]
+    # the writer's input held none of the researcher's turns (before: the supervisor's
+    # request, the researcher's question and answer came first)
+    assert [m.content for m in sub_model.received[1]] == ["write topic"]
+    # a second run: the researcher's conversation is the same one (the task ids in the
+    # namespace are new at every call), and its past comes back
+    supervisor.invoke({"messages": [HumanMessage("once more")]}, THREAD)
+    assert _stored(cold_memory, "job-1:tools:researcher") == ["research topic", "found X", "research topic",
+                                                               "found Z"]
+    assert [m.content for m in sub_model.received[-1]] == ["research topic", "found X", "research topic"]
+    assert _unanswered([m.body for m in cold_memory.history("job-1")]) == []
+    last = sup_model.received[-1]
+    assert [m.tool_call_id for m in last if isinstance(m, ToolMessage)] == ["c1", "c2", "c3"]
+
+
+@pytest.mark.parametrize(("config", "expected"), [
+    # a call outside a run's nesting: the thread id as it was (no migration)
+    ({"configurable": {"thread_id": "job-1"}}, "job-1"),
+    # a top-level node: one namespace segment, the thread id
+    ({"configurable": {"thread_id": "job-1", "checkpoint_ns": "model:0f1e"}}, "job-1"),
+    # an unnamed agent in a tool: the node it sits in, not the one running, nor the task ids
+    ({"configurable": {"thread_id": "job-1", "checkpoint_ns": "tools:0f1e|model:2a3b"}}, "job-1:tools"),
+    # a named one: its name after the nodes
+    ({"configurable": {"thread_id": "job-1", "checkpoint_ns": "tools:0f1e|model:2a3b"},
+      "metadata": {"lc_agent_name": "researcher"}}, "job-1:tools:researcher"),
+    # two levels deep, a node name with characters an id may not hold: "_" for them
+    ({"configurable": {"thread_id": 7, "checkpoint_ns": "plan step:1|tools:2|model:3"}}, "7:plan_step:tools"),
+    # no thread id: none (the adapter refuses the run, or uses its conversation_id)
+    ({"configurable": {"checkpoint_ns": "tools:1|model:2"}}, None),
+])
+def test_run_conversation_key(config: dict[str, Any], expected: str | None) -> None:
+    assert run_conversation_key(config) == expected  # type: ignore[arg-type]
