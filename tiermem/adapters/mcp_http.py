@@ -420,7 +420,8 @@ def openapi_operation() -> dict[str, Any]:
             "200": {"description": "the JSON-RPC response (a `result`, or an `error` of the method)",
                     "content": {"application/json": {"schema": {"type": "object", "required": ["jsonrpc"]}}}},
             "202": {"description": "a notification (no id) accepted; no body"},
-            "400": {"description": "a header sent twice, or an invalid Content-Length", "content": _EITHER_ERROR},
+            "400": {"description": "a header sent twice, an invalid Content-Length, or both Content-Length and "
+                                     "Transfer-Encoding (the connection is closed)", "content": _EITHER_ERROR},
             "401": {"description": "missing or invalid bearer token", "content": _PLAIN_ERROR},
             "403": {"description": "the namespace is outside this token's prefix (a JSON-RPC error); or a request "
                                    "from a page of another origin (Origin header)", "content": _EITHER_ERROR},

@@ -6,7 +6,9 @@ package is off): on a loopback `http_host` a request is answered only when its H
 loopback name (127.0.0.1, localhost, [::1], any port) or in `http_allowed_hosts` (else
 421) and its Origin, when sent, names such a host (else 403); on another `http_host` only
 when `http_allowed_hosts` is set; /healthz (no data) answers every Host, for probes. A header whose second copy would let two
-parsers disagree (`SINGLE_HEADERS`) is refused when repeated (400); a /v1 request without
+parsers disagree (`SINGLE_HEADERS`) is refused when repeated (400), and so is a request
+carrying both Content-Length and Transfer-Encoding (400, the connection closed; RFC 9112
+6.3, request smuggling: the server framed it by the chunks); a /v1 request without
 a valid bearer token is refused before any of its body is read (401); a body is read
 into memory up to `config.max_body_bytes` and no further (413, from Content-Length or by
 counting the stream; the connection closed, as the rest of the body is never read), and whole within `config.http_body_timeout_s` of the request's
@@ -82,6 +84,10 @@ if TYPE_CHECKING:
 # make a retry's replay depend on which copy a proxy kept
 SINGLE_HEADERS = ("content-type", "content-length", "authorization", NAMESPACE_HEADER.lower(),
                   IDEMPOTENCY_HEADER.lower())
+# the 400 of a request that carries both framings (RFC 9112 6.3: a server refuses it or
+# ignores Content-Length; refused, as a proxy in front may have framed it by the other)
+FRAMING_CONFLICT_DETAIL = ("the request carries both Content-Length and Transfer-Encoding headers; send one "
+                           "(RFC 9112 6.3); nothing was stored")
 # what a non-empty body without a Content-Type is taken for: the app sees this header added
 # (FastAPI, as of 0.165, parses only a body that names JSON: its strict_content_type)
 JSON_CONTENT_TYPE = (b"content-type", b"application/json")
@@ -480,6 +486,13 @@ class GuardMiddleware(HttpMiddleware):
                 # the guard and FastAPI could each read a different copy
                 await _refuse(send, path, 400, {"detail": f"the {name} header is sent more than once; send it once"})
                 return
+        if "content-length" in all_headers and "transfer-encoding" in all_headers:
+            # RFC 9112 6.1 and 6.3: two framings, which a proxy and this server could each
+            # read differently (request smuggling). The server framed it by the chunks and
+            # stored it; refused before any of the body is read, and the connection ends
+            # here (CLOSE: what remains on the wire is framed by neither for certain)
+            await _refuse(send, path, 400, {"detail": FRAMING_CONFLICT_DETAIL}, CLOSE)
+            return
         headers = {k: v[0] for k, v in all_headers.items()}
         if path.startswith("/v1/") and self.runtime.auth.grant(headers.get("authorization")) is None:
             await _send_json(

@@ -502,8 +502,9 @@ _RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before retrying"
 # What the guard middleware (service.guard) answers on any route, before the route runs:
 # the checks of the request's headers and body (/healthz included) ...
 BODY_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorOut, "description": "a header sent twice (Content-Type, Authorization, Host, Origin, ...) "
-                                            "or an invalid Content-Length"},
+    400: {"model": ErrorOut, "description": "a header sent twice (Content-Type, Authorization, Host, Origin, ...), "
+                                            "an invalid Content-Length, or both Content-Length and "
+                                            "Transfer-Encoding (the connection is closed, nothing written)"},
     408: {"model": ErrorOut, "description": "the request body did not arrive whole within http_body_timeout_s; "
                                             "the connection is closed, nothing written"},
     413: {"model": ErrorOut, "description": "request body over max_body_bytes"},
