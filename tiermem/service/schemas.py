@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from tiermem.config import DEFAULT_MAX_ID_CHARS
+from tiermem.config import DEFAULT_MAX_ID_CHARS, MAX_ID_CHARS_LIMIT
 from tiermem.memory import (
     DEFAULT_BUDGET_TOKENS,
     DEFAULT_PIN_PRIORITY,
@@ -58,10 +58,16 @@ from tiermem.tiers.models import (
 from tiermem.tiers.zones import MAX_ZONE_NAME_CHARS, TIMEZONE_DOC
 
 MAX_CREATED_AT = MAX_TIMESTAMP  # the last instant a datetime can show (tiers.models)
-# Ids are documented with their pattern but validated by Memory, whose message is clearer.
-_ID_SCHEMA: dict[str, Any] = {"pattern": ID_PATTERN.pattern, "maxLength": DEFAULT_MAX_ID_CHARS}
-_ID_DOC = "ASCII letters, digits and . _ : @ - (not starting with . or -)"
-ConvId = Annotated[str, Path(description=f"conversation id: {_ID_DOC}", json_schema_extra=_ID_SCHEMA)]
+# Ids are documented with their pattern but validated by Memory, whose message is clearer:
+# every id a request names carries the pattern (path ids, a fork's new id, a search's
+# conversation, a page cursor), as the server refuses any other.
+ID_SCHEMA: dict[str, Any] = {"pattern": ID_PATTERN.pattern, "maxLength": DEFAULT_MAX_ID_CHARS}
+ID_DOC = "ASCII letters, digits and . _ : @ - (not starting with . or -)"
+# an id a request only looks up (a search's conversation, a page cursor): any id a config
+# may have written under (MAX_ID_CHARS_LIMIT), as Memory reads it: a conversation made
+# before max_id_chars was lowered is still found (`Memory._conv`)
+LOOKUP_ID_SCHEMA: dict[str, Any] = {**ID_SCHEMA, "maxLength": MAX_ID_CHARS_LIMIT}
+ConvId = Annotated[str, Path(description=f"conversation id: {ID_DOC}", json_schema_extra=ID_SCHEMA)]
 
 # the wire formats of messages; OpenAI's is the default, what every route spoke before
 MessageFormat = Literal["openai", "anthropic"]
@@ -171,8 +177,8 @@ class ForkIn(BaseModel):
     up_to: int = Field(ge=0, le=MAX_POSITION, description="last position copied into the fork")
     new_id: str | None = Field(
         None,
-        description=f"id of the new conversation (default: generated): {_ID_DOC}",
-        json_schema_extra=_ID_SCHEMA,
+        description=f"id of the new conversation (default: generated): {ID_DOC}",
+        json_schema_extra=ID_SCHEMA,
     )
 
 
@@ -383,7 +389,8 @@ class SearchIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
     q: str = Field(description="free text; search syntax is not interpreted")
-    conversation_id: str | None = Field(None, description="omit to search the whole namespace")
+    conversation_id: str | None = Field(None, description=f"omit to search the whole namespace: {ID_DOC}",
+                                        json_schema_extra=LOOKUP_ID_SCHEMA)
     k: int = Field(DEFAULT_SEARCH_K, ge=1, le=MAX_SEARCH_K, description="how many hits")
 
 
@@ -432,7 +439,9 @@ class LimitsOut(BaseModel):
                                    "a system message, a checkpoint summary)")
     max_metadata_bytes: int = Field(description="config: bytes of one message's metadata, as JSON")
     max_body_bytes: int = Field(description="config: bytes of one request body (413 past it)")
-    max_id_chars: int = Field(description="config: characters of a conversation id and of each namespace level")
+    max_id_chars: int = Field(description=(
+        "config: characters of a conversation id, and of a whole namespace (all its levels and the `/` between "
+        "them, as sent in X-Tiermem-Namespace)"))
     max_batch_messages: int = Field(description="messages in one `messages:batch` request")
     max_budget_tokens: int = Field(description="the largest `budget` of a context")
     max_history_page: int = Field(description="the largest `limit` of a history page")

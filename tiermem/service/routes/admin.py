@@ -25,6 +25,8 @@ from tiermem.service.params import DIGITS, single_values
 from tiermem.service.runtime import Runtime, RuntimeDep
 from tiermem.service.schemas import (
     CONV_ERASURE_ERRORS,
+    ID_DOC,
+    LOOKUP_ID_SCHEMA,
     NS_ERASURE_ERRORS,
     NS_ERRORS,
     ConversationsOut,
@@ -115,7 +117,8 @@ def conversations(
     ns: SpaceNs,
     runtime: RuntimeDep,
     after: Annotated[str | None, Query(description=(
-        "page cursor: only ids after this one (the previous page's `next_after`)"))] = None,
+        "page cursor: only ids after this one (the previous page's `next_after`), an id: " + ID_DOC),
+        json_schema_extra=LOOKUP_ID_SCHEMA)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_CONVERSATIONS_PAGE, description=(
         "at most this many ids; `next_after` says where the next page starts")), DIGITS] = DEFAULT_CONVERSATIONS_PAGE,
 ) -> ConversationsOut:

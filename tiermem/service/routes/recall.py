@@ -31,6 +31,8 @@ from tiermem.service.runtime import Runtime, RuntimeDep
 from tiermem.service.schemas import (
     CONV_ERRORS,
     DEFAULT_SEARCH_K,
+    ID_DOC,
+    LOOKUP_ID_SCHEMA,
     NS_ERRORS,
     OPENAI_FORMAT,
     AnthropicContextOut,
@@ -112,7 +114,8 @@ def search(
     runtime: RuntimeDep,
     q: Annotated[str, Query(description="free text; search syntax is not interpreted")],
     conversation_id: Annotated[
-        str | None, Query(description="omit to search the whole namespace")
+        str | None, Query(description=f"omit to search the whole namespace: {ID_DOC}",
+                            json_schema_extra=LOOKUP_ID_SCHEMA)
     ] = None,
     k: Annotated[int, Query(ge=1, le=MAX_SEARCH_K), DIGITS] = DEFAULT_SEARCH_K,
 ) -> SearchOut:
