@@ -14,7 +14,8 @@ inside the metrics middleware, so refused requests are timed and counted too. `c
 refuses (ServiceConfigError) a config the service cannot honour, before anything starts:
 bad tokens (TokenAuth) and a `max_body_bytes` below `max_content_bytes`
 (`check_service_limits`), which would answer 413 for messages the library stores; a
-library-only Memory takes such a config.
+library-only Memory takes such a config. The OpenAPI document states every bound of an
+integer field as a JSON integer, exactly (`exact_integer_bounds`).
 """
 
 import logging
@@ -93,6 +94,7 @@ def create_app(
     from tiermem.adapters.mcp_http import mount as mount_mcp  # /v1/mcp, when the mcp extra is there
 
     mount_mcp(app, runtime)
+    _document_exact_integers(app)
     app.add_middleware(GuardMiddleware, runtime=runtime)
     app.add_middleware(MetricsMiddleware, runtime=runtime)
     if not auth:
@@ -132,6 +134,46 @@ def _document_no_auth(app: FastAPI) -> None:
             for operation in operations.values():
                 if isinstance(operation, dict):
                     operation.get("responses", {}).pop(str(UNAUTHORIZED), None)
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+# the keywords of a JSON Schema bounding a number, which FastAPI's OpenAPI model holds as
+# floats (fastapi.openapi.models.Schema: `maximum: float | None`, ...)
+NUMBER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+INTEGER_TYPE = "integer"
+
+
+def exact_integer_bounds(node: Any) -> None:
+    """Give every integer schema in `node` (an OpenAPI document, walked whole) its bounds
+    as JSON integers, in place. FastAPI passes the document through its OpenAPI model,
+    which reads every bound as a float: `"maximum":200.0`, and MAX_POSITION (2**62) as
+    `4.611686018427388e+18`, which a client generating code read as a float, or as 2**62
+    only by luck of rounding. Each bound of an integer field is an int in its model
+    (pydantic's own schema says 200 and 4611686018427387904); every such bound the service
+    declares is exact as a float (a test holds the document equal to the models'), so
+    int() gives it back. A number field's bounds stay as they are."""
+    if isinstance(node, list):
+        for item in node:
+            exact_integer_bounds(item)
+    elif isinstance(node, dict):
+        if node.get("type") == INTEGER_TYPE:
+            for key in NUMBER_BOUNDS:
+                value = node.get(key)
+                if isinstance(value, float) and value.is_integer():
+                    node[key] = int(value)
+        for value in node.values():
+            exact_integer_bounds(value)
+
+
+def _document_exact_integers(app: FastAPI) -> None:
+    """`app`'s OpenAPI document with integer bounds as integers (`exact_integer_bounds`)."""
+    built = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        spec = built()  # cached by FastAPI in app.openapi_schema: walked again, unchanged
+        exact_integer_bounds(spec)
         return spec
 
     app.openapi = openapi  # type: ignore[method-assign]
