@@ -617,28 +617,18 @@ class Planner:
             # loop give way to it (planner.pack fit_round), and reading them all would cost
             # each call of a long loop more. Positions are dense but for gaps, so `reach`
             # newest rows reach back to the user message
-            reach, n = tail_rows[-1].position - latest_user + 1, len(tail_rows)
-            while tail_rows[0].position > latest_user and not _round_call_read(tail_rows) and n < reach:
-                n = min(2 * n, reach)
-                more = self.cold.tail_turns(conv, n)
-                more = [r for r in more if r.position > cleared and r.position not in hidden]
-                tail_msgs.update({m.position: m for m in self.candidates.messages(
-                    conv, [r.position for r in more if r.position not in tail_msgs], hot)})
-                tail_rows = more
+            lu = latest_user
+            tail_rows = self._read_back(conv, hot, tail_rows, tail_msgs, tail_rows[-1].position - lu + 1,
+                                        cleared, hidden,
+                                        lambda rows: rows[0].position > lu and not _round_call_read(rows))
             # the latest user message the newest row, tool results right before it (the
             # results it came with: planner.pack `loop_after`): that round is the latest,
             # read back the same way until its call (the row before those results) is in,
             # and no further: never past the latest clear, whose rows are not active (the
             # round before it, which a clear leaves none of, read the whole log each call)
-            n, reach = len(tail_rows), top - cleared
-            while (tail_rows[-1].position == latest_user and len(tail_rows) > 1 and tail_rows[-2].role == "tool"
-                   and not _results_call_read(tail_rows) and n < reach):
-                n = min(2 * n, reach)
-                more = self.cold.tail_turns(conv, n)
-                more = [r for r in more if r.position > cleared and r.position not in hidden]
-                tail_msgs.update({m.position: m for m in self.candidates.messages(
-                    conv, [r.position for r in more if r.position not in tail_msgs], hot)})
-                tail_rows = more
+            tail_rows = self._read_back(conv, hot, tail_rows, tail_msgs, top - cleared, cleared, hidden,
+                                        lambda rows: (rows[-1].position == lu and len(rows) > 1
+                                                      and rows[-2].role == "tool" and not _results_call_read(rows)))
         if latest_user is not None and latest_user not in tail_msgs:
             tail_msgs.update({m.position: m for m in self.candidates.messages(conv, [latest_user], hot)})
         system_tokens = sum(message_tokens(self.tokens, m) for m in fixed_msgs)
@@ -659,6 +649,22 @@ class Planner:
                 latest_body = {"role": "user", "content": self.tokens.decode(ids[:room])}
         room = budget - base - (message_tokens(self.tokens, latest_body) if latest_body else 0)
         return _Fixed(fixed_msgs, tail_rows, tail_msgs, hidden, latest_user, latest_body, latest_truncated, room)
+
+    def _read_back(self, conv: str, hot: HotView, rows: list[TurnRow], msgs: dict[int, StoredMessage],
+                   reach: int, cleared: int, hidden: set[int],
+                   more_needed: Callable[[list[TurnRow]], bool]) -> list[TurnRow]:
+        """`_fixed`'s read-back of a tool round's call: while `more_needed(rows)` and fewer
+        than `reach` rows were read, the newest rows again, twice as many each time, those
+        after the latest clear and not hidden (`cleared`, `hidden`); the messages of the
+        rows not read yet go into `msgs`. The rows as last read."""
+        n = len(rows)
+        while more_needed(rows) and n < reach:
+            n = min(2 * n, reach)
+            more = [r for r in self.cold.tail_turns(conv, n) if r.position > cleared and r.position not in hidden]
+            msgs.update({m.position: m for m in self.candidates.messages(
+                conv, [r.position for r in more if r.position not in msgs], hot)})
+            rows = more
+        return rows
 
     def _retrim(self, call: _Call, fixed: _Fixed, c: Candidate, limit: int,
                 encoded: dict[int, list[int]] | None = None) -> Candidate:
