@@ -219,7 +219,8 @@ class ThreadConversations:
                                                               system=self.system, timezone=self.timezone,
                                                               namespace_recall=self.namespace_recall,
                                                               cache_marks=self.cache_marks,
-                                                              system_messages=self.system_messages)
+                                                              system_messages=self.system_messages,
+                                                              forks=not self.shared_across_threads)
             if not self.namespace_recall and not self._told:
                 self._told = True
                 log.info("%s: namespace recall is off, by the adapter's default for a conversation per thread_id: "
