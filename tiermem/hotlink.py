@@ -83,6 +83,12 @@ what to do when Redis is gone.
   warning, calls answer from the log, and the next command Redis answers ends it. Such
   refusals say nothing against a set: none is dropped or rebuilt for them, however they
   come (a script's, a plain command's, a pipeline's).
+- A degraded link recovers without traffic too: a health check (/healthz, `stats()`)
+  asks Redis itself (`probe`: one PING, and the writing scripts' first step while Redis
+  refused writes), at most PROBE_TIMEOUT_S of the caller's time and one probe in flight
+  (a Redis that does not answer leaves it running on its own thread, within the client's
+  timeouts); before, the hot tier read degraded until some request read a hot set. A
+  misconfiguration is not ended by it (a PING is no write: module docstring above).
 - While the link is degraded, the other users of its Redis (the warm tier's view cache,
   the planner's epoch states) leave it alone (`healthy`), so a call waits out a slow or
   dead Redis once, in its hot read, not once per user.
@@ -261,6 +267,11 @@ MISCONFIGURED: tuple[type[BaseException], ...] = (redis.exceptions.Authenticatio
 # it takes them again at most once per this many seconds (one EVALSHA; module docstring):
 # soon enough for /healthz and the deferred purge, rare enough to cost nothing per read
 WRITES_RECHECK_INTERVAL_S = 2.0
+# How long a health check (/healthz, stats) waits for `probe`'s answer from a Redis the
+# link found failing: a load balancer's probe times out in 1-10 s, and a PING of a Redis
+# that answers takes a millisecond; past it the check reports the link as it stands and
+# the probe ends by itself on its thread (the client's socket timeouts bound it)
+PROBE_TIMEOUT_S = 1.0
 # The refusals of writes that end without the operator touching tiermem (memory frees, a
 # failover back, a save that succeeds again), which the link therefore rechecks by itself;
 # a misconfiguration waits for a write, as the operator has to act first
@@ -355,6 +366,8 @@ class HotLink:
         # dropped (`drop_counted`: Redis failed it)
         self._counted_owed = False
         self._lock = threading.Lock()
+        # held while a health probe of a degraded link is in flight (`probe`): one at a time
+        self._probing = threading.Lock()
         # called once each time Redis answers again after a failure (Memory: delete the
         # keys of conversations erased while it could not be reached)
         self.on_recover: Callable[[], None] | None = None
@@ -624,6 +637,50 @@ class HotLink:
     @property
     def healthy(self) -> bool:
         return self.degraded_since is None
+
+    def _ping(self) -> None:
+        """Whether Redis answers: one PING (its refusals mapped as a command's), then,
+        while it refused writes, whether it takes them again (`_recheck_writes`). Raises
+        REDIS_ERRORS; a PING answered has ended an outage (`_ok(wrote=False)`)."""
+        try:
+            self.client.ping()
+        except redis.exceptions.ResponseError as exc:  # BUSY, MISCONF (which refuses PING too)
+            refused = refusal("PING", exc)
+            if refused is None:
+                raise
+            raise refused from exc
+        self._ok(wrote=False)
+        self._recheck_writes()
+
+    def probe(self, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
+        """A health check's look at a degraded link: ask Redis whether it answers again
+        (`_ping`) and wait at most `timeout_s` for it; whether the link is healthy then.
+        A healthy link asks nothing (its requests tell), nor does a check while another's
+        probe is in flight (it reports the link as it stands). Never raises."""
+        if self.degraded_since is None:
+            return True
+        if not self._probing.acquire(blocking=False):
+            return self.healthy
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                self._ping()
+            except REDIS_ERRORS as exc:
+                self._fail(exc)
+            except Exception:  # a reply no check expects: the next request tells
+                log.warning("could not probe the hot tier at %s", self.shown_url, exc_info=True)
+            finally:
+                self._probing.release()
+                done.set()
+
+        try:
+            threading.Thread(target=run, name="tiermem-hot-probe", daemon=True).start()
+        except RuntimeError:  # no thread to be had (interpreter shutting down): as it stands
+            self._probing.release()
+            return self.healthy
+        done.wait(timeout_s)
+        return self.healthy
 
     # -- cold -> hot -------------------------------------------------------------------------
 
@@ -1150,15 +1207,7 @@ class HotLink:
         conversation's keys (one hash slot per script)."""
         healthy = True
         try:
-            try:
-                self.client.ping()
-            except redis.exceptions.ResponseError as exc:  # BUSY, MISCONF (which refuses PING too)
-                refused = refusal("PING", exc)
-                if refused is None:
-                    raise
-                raise refused from exc
-            self._ok(wrote=False)
-            self._recheck_writes()
+            self._ping()
         except REDIS_ERRORS as exc:
             self._fail(exc)
             healthy = False
@@ -1167,7 +1216,10 @@ class HotLink:
                     "evictions": self.evictions, "demotions": self.demotions}
 
     def stats(self, *, namespace: str | None = None) -> dict[str, Any]:
-        self._recheck_writes()  # first, so that what this reports is current
+        # first, so that what this reports is current: a degraded link asks Redis itself
+        # (`probe`: a store with no set, or a namespace's stats, read none), as do refused writes
+        self.probe()
+        self._recheck_writes()
         # `healthy` and `degraded_since` are this process's link, shown to a namespace's
         # stats too: every tenant's calls go through it (a degraded link degrades their
         # contexts, whose plans say so), they depend on no namespace's contents, and

@@ -7,10 +7,12 @@ process cannot write the database, or the storage refused a request in the last
 connection and answer within `HEALTH_CONNECTION_WAIT_S`, also a server that takes the
 query and never answers: 503); read-only still serves
 reads, so it is `degraded`, not down. The hot tier is `ok`, `degraded` (Redis failing,
-calls served from the log) or `down` when Redis refuses tiermem itself (a wrong or
-missing password, an ACL user without a command it needs: tiermem.hotlink), with Redis's
-reply in `reasons` (no URL, no secret); either way requests are served from the log, so
-the status does not change for it. Nor for the embedder: `degraded` while its model cannot
+calls served from the log; a degraded link is probed by the check itself, HotLink.probe:
+one PING waited on for at most PROBE_TIMEOUT_S, so the hot tier reads `ok` again once
+Redis is back, with no request having read a hot set) or `down` when Redis refuses
+tiermem itself (a wrong or missing password, an ACL user without a command it needs:
+tiermem.hotlink), with Redis's reply in `reasons` (no URL, no secret); either way
+requests are served from the log, so the status does not change for it. Nor for the embedder: `degraded` while its model cannot
 be loaded (Memory.embedding_failure: contexts rank by keywords only), the error's type in
 `reasons` (not its message, which names the model's path). /metrics counts every
 namespace, so a tenant token gets 403 and no token 401, unless `metrics_public`
@@ -107,7 +109,7 @@ def healthz(runtime: RuntimeDep) -> JSONResponse:
         tiers["hot"] = "down"
         reasons["hot"] = mem.hot.misconfigured
     else:
-        tiers["hot"] = "ok" if mem.hot.healthy else "degraded"
+        tiers["hot"] = "ok" if mem.hot.probe() else "degraded"
     tiers["scheduler"] = "running" if (runtime.scheduler_snapshot() or {}).get("running") else "off"
     embed_failure = mem.embedding_failure
     if embed_failure is not None:
