@@ -78,14 +78,17 @@ def test_an_erased_incarnation_is_refused_even_at_the_same_length(mem: Memory) -
     seen = mem.append_outcome("c", [say(0), say(1)], namespace=NS).incarnation
     mem.delete_conversation("c", namespace=NS)
     mem.append_many("c", [say(7), say(8)], namespace=NS)  # written again by another writer, as long
-    with pytest.raises(PositionMismatch, match="expected to go on at position 2 but was erased or pruned since") as err:
+    with pytest.raises(PositionMismatch, match=rf"'c' was expected to be incarnation '{seen}', going on at position 2, "
+                       r"but its incarnation is '[0-9a-f]{32}'; nothing was written") as err:
         mem.append_outcome("c", [say(2)], namespace=NS, expect_position=2, expect_incarnation=seen)
-    assert err.value.found is None
+    assert err.value.found is None and err.value.expected_incarnation == seen
+    assert err.value.found_incarnation not in (None, seen)  # the incarnation written again
     assert contents(mem, "c") == ["message 7", "message 8"]
     # erased and not written again: refused too, and not re-created
     mem.delete_conversation("c", namespace=NS)
-    with pytest.raises(PositionMismatch):
+    with pytest.raises(PositionMismatch, match="but no conversation of that id exists now; nothing was written") as err:
         mem.append_outcome("c", [say(0)], namespace=NS, expect_position=0, expect_incarnation=seen)
+    assert (err.value.found_incarnation, err.value.exists) == (None, False)
     assert "c" not in mem.conversations(NS)
 
 

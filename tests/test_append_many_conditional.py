@@ -94,7 +94,8 @@ def test_a_gone_incarnation_refuses_the_batch(mem: Memory) -> None:
     seen = mem.append_outcome("c", say("a", 2), namespace=NS).incarnation
     mem.delete_conversation("c", namespace=NS)
     mem.append_many("c", say("b", 2), namespace=NS)  # written again by another writer, as long
-    with pytest.raises(PositionMismatch, match="expected to go on at position 2 but was erased or pruned since"):
+    with pytest.raises(PositionMismatch, match=rf"expected to be incarnation '{seen}', going on at position 2, but "
+                       r"its incarnation is '[0-9a-f]{32}'; nothing was written"):
         mem.append_many("c", say("new", 3), namespace=NS, expect_position=2, expect_incarnation=seen)
     assert contents(mem) == ["b 0", "b 1"]
 

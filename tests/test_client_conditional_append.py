@@ -97,7 +97,10 @@ def test_a_match_writes_and_a_mismatch_raises_position_mismatch(
             send(client, conv, expect_position=1 + n, expect_incarnation=UNKNOWN_INCARNATION)
         assert (gone.value.expected, gone.value.found, gone.value.expected_incarnation) == \
             (1 + n, None, UNKNOWN_INCARNATION)
-        assert "was erased or pruned since; nothing was written" in str(gone.value)
+        # a token it never had: not called erased, both incarnations named
+        assert gone.value.found_incarnation == first.incarnation
+        assert (f"expected to be incarnation '{UNKNOWN_INCARNATION}', going on at position {1 + n}, but its "
+                f"incarnation is '{first.incarnation}'; nothing was written") in str(gone.value)
     assert _count(mem, conv) == 1 + n  # nothing written by the refused ones
 
 

@@ -95,7 +95,7 @@ MISMATCHES: list[tuple[str, int | None, dict[str, Any], int | None]] = [
     ("behind", 3, {"expect_position": 2}, 3),  # another writer appended since
     ("ahead", 3, {"expect_position": 5}, 3),  # the caller counted rows that are not there
     ("not created", None, {"expect_position": 4}, 0),  # missing: the refused append creates nothing
-    # an incarnation this conversation never had, at the right position: it is gone
+    # an incarnation this conversation never had, at the right position: not that one (named)
     ("other incarnation", 3, {"expect_position": 3, "expect_incarnation": UNKNOWN_INCARNATION}, None),
     ("no conversation, incarnation", None, {"expect_position": 0, "expect_incarnation": UNKNOWN_INCARNATION},
      None),
@@ -118,7 +118,15 @@ def test_a_mismatch_is_a_409_naming_both_positions_and_writes_nothing(
     assert body["type"] == "position_mismatch" and body["conversation_id"] == conv
     assert (body["expected_position"], body["found_position"]) == (conditions["expect_position"], found)
     assert body["expected_incarnation"] == conditions.get("expect_incarnation")
-    assert f"expected to go on at position {conditions['expect_position']}" in body["detail"]
+    at = conditions["expect_position"]
+    if found is not None:
+        assert f"expected to go on at position {at}" in body["detail"]
+    else:  # both incarnations named: the one sent, the one there now (none: said so)
+        assert f"expected to be incarnation '{UNKNOWN_INCARNATION}', going on at position {at}" in body["detail"]
+        now = body["found_incarnation"]
+        assert (now is None) == (held is None)
+        assert body["detail"].endswith("but no conversation of that id exists now; nothing was written" if now is None
+                                       else f"but its incarnation is '{now}'; nothing was written"), body
     assert _rows(mem, conv) == before  # nothing written, nothing created
 
 

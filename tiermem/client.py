@@ -894,9 +894,13 @@ def _mismatch(call: _Call[Any], response: httpx.Response) -> PositionMismatch | 
             return None
         found = body["found_position"]
         incarnation = body.get("expected_incarnation")
+        # the incarnation there now (null: none), which a server before it did not say
+        now = body.get("found_incarnation")
+        told = "found_incarnation" in body and (now is None or isinstance(now, str))
         return PositionMismatch(str(body.get("conversation_id", call.conversation_id)), int(body["expected_position"]),
                                 None if found is None else int(found),
-                                expected_incarnation=incarnation if isinstance(incarnation, str) else None)
+                                expected_incarnation=incarnation if isinstance(incarnation, str) else None,
+                                found_incarnation=now if told else None, exists=(now is not None) if told else None)
     except (ValueError, KeyError, TypeError):
         return None
 

@@ -93,6 +93,7 @@ from tiermem.tiers.errors import (
     ConversationNotFound,
     EmbeddingModelConflict,
     EmbeddingUnavailable,
+    PositionMismatch,
     ValidationError,
 )
 from tiermem.tiers.formats import hidden_positions, is_control
@@ -1040,7 +1041,8 @@ class Memory:
         with a warning logged once per process, `_legacy_incarnation`; any other string is
         refused as bad input) only if it is still that incarnation, not erased or pruned
         since (and written again). Checked inside the append's write transaction, after a replay is
-        answered; else `PositionMismatch` (the position expected and the one found) and
+        answered; else `PositionMismatch` (the position expected and the one found; or the
+        incarnation expected, as sent, and the conversation's now, or that it has none) and
         nothing written. `tiermem import` appends so: an erasure during an import stops
         it instead of re-creating the conversation holding only the file's tail."""
         return self._append_outcome(conversation_id, messages, parsed_here=False, namespace=namespace,
@@ -1125,9 +1127,14 @@ class Memory:
                  else new_conversation_scope(self.cold.db_uuid, ns, conv))
         with remembered_for(scope):
             labels = [self._label(m.text(), m.role, m.body()) for m in parsed]
-            res = self.cold.append_batch(conv, parsed, namespace=ns, labels=labels, idempotency_key=idempotency_key,
-                                         fingerprint=fingerprint, expect_position=expect_position,
-                                         expect_key=expect_key)
+            try:
+                res = self.cold.append_batch(conv, parsed, namespace=ns, labels=labels,
+                                             idempotency_key=idempotency_key, fingerprint=fingerprint,
+                                             expect_position=expect_position, expect_key=expect_key)
+            except PositionMismatch as exc:
+                if expect_incarnation is not None:  # the store's check knows the key it stands for: named as sent
+                    exc.naming(expect_incarnation)
+                raise
         # the erasures since the last check, before this call returns: PostgreSQL's append
         # reads the newest tombstone in passing, so only an erasure costs a read of its own
         # (an append stays one round trip); SQLite's read is local

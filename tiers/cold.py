@@ -842,7 +842,8 @@ class ColdStore(SharedQueries):
                     return AppendResult(key, replayed, False, replayed=True)
             if expect_position is not None:  # raising rolls back a conversation created above
                 found = 0 if created else self._next_position(c, key)
-                check_expected(name, key, found, expect_position, expect_key)
+                check_expected(name, key, found, expect_position, expect_key, created=created,
+                               db_uuid=self.db_uuid)
             rows = [self._insert(c, key, m, labels[i] if labels else None) for i, m in enumerate(msgs)]
             # once per batch, not per row: the same MAX, one statement instead of len(msgs);
             # views_seq puts the conversation in the scheduler's sweep (tiers.store)

@@ -857,21 +857,49 @@ class ImportErased(ImportConflict):
 class PositionMismatch(ValidationError):
     """A conditional append (`expect_position`) found the conversation not ending where
     its caller expected: nothing was written. `found`: the position it would have
-    written at, or None when the incarnation expected is gone (erased or pruned since,
-    whether or not the name was written again). `expected_incarnation`: the incarnation
-    the caller named, where it named one and the error travels to it (the HTTP service's
-    409 and its client; the library's own raise leaves it None: its caller passed it)."""
+    written at, or None when it is not the incarnation expected (`expect_incarnation`:
+    erased or pruned since, whether or not the name was written again, or a token it
+    never had; the two cannot be told apart, so neither is claimed).
+    `expected_incarnation`: the incarnation the caller named, where it named one
+    (`naming`). `found_incarnation`: the conversation's incarnation now (a token), None
+    when it has none or it is not told; `exists`: whether a conversation of that id
+    exists now, None when not told (a 409 of a server before it said so). The message
+    names both incarnations: what was expected and what is there."""
 
     def __init__(self, conversation_id: str, expected: int, found: int | None, *,
-                 expected_incarnation: str | None = None) -> None:
+                 expected_incarnation: str | None = None, found_incarnation: str | None = None,
+                 exists: bool | None = None) -> None:
         self.conversation_id = conversation_id
         self.expected = expected
         self.found = found
         self.expected_incarnation = expected_incarnation
-        now = ("was erased or pruned since" if found is None
-               else f"goes on at position {found}")
-        super().__init__("expect_position", f"conversation {conversation_id!r} was expected to go on at position "
-                         f"{expected} but {now}; nothing was written")
+        self.found_incarnation = found_incarnation
+        self.exists = True if found_incarnation is not None else exists
+        super().__init__("expect_position", self._said())
+
+    def _said(self) -> str:
+        conv = shown(self.conversation_id)
+        if self.found is not None:
+            return (f"conversation {conv} was expected to go on at position {self.expected} but goes on at "
+                    f"position {self.found}; nothing was written")
+        expected = ("the incarnation the caller named" if self.expected_incarnation is None
+                    else f"incarnation {shown(self.expected_incarnation)}")
+        if self.found_incarnation is not None:
+            now = f"its incarnation is {shown(self.found_incarnation)}"
+        elif self.exists is False:
+            now = "no conversation of that id exists now"
+        else:
+            now = "it is not that incarnation"
+        return (f"conversation {conv} was expected to be {expected}, going on at position {self.expected}, but "
+                f"{now}; nothing was written")
+
+    def naming(self, expected_incarnation: str | None) -> Self:
+        """This mismatch naming `expected_incarnation`, the incarnation its caller sent
+        (the store's check knows only the key it stands for), its message with it."""
+        self.expected_incarnation = expected_incarnation
+        self.problem = self._said()
+        self.args = (f"{self.field}: {self.problem}",)
+        return self
 
 
 class EditConflict(TiermemError, RuntimeError):

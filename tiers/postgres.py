@@ -2146,7 +2146,8 @@ class PostgresStore(SharedQueries):
                     if expect_position is not None:  # raising rolls back a conversation created above
                         found = 0 if created else int(conn.execute(
                             "SELECT next_position FROM conversations WHERE id = %s", (key,)).fetchone()[0])
-                        check_expected(name, key, found, expect_position, expect_key)
+                        check_expected(name, key, found, expect_position, expect_key, created=created,
+                                       db_uuid=self.db_uuid)
                     params["key"] = key
                     positions = [int(r[1]) for r in conn.execute(self._APPEND_BY_KEY, params).fetchall()]
                     if idempotency_key is None or fingerprint is None:

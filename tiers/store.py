@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from tiermem.tiers.errors import PositionMismatch
-from tiermem.tiers.models import DEFAULT_FORK_MAX_ID_CHARS
+from tiermem.tiers.models import DEFAULT_FORK_MAX_ID_CHARS, incarnation_token
 
 if TYPE_CHECKING:
     from tiermem.tiers.catchup import TextsAhead
@@ -128,12 +128,17 @@ def pool_rows(body_chars: Sequence[int]) -> int:
     return len(body_chars)
 
 
-def check_expected(name: str, key: str, found: int, expect_position: int, expect_key: str | None) -> None:
+def check_expected(name: str, key: str, found: int, expect_position: int, expect_key: str | None, *,
+                   created: bool, db_uuid: str) -> None:
     """A conditional append's check (`ColdLog.append_batch`), inside its transaction:
     `key` and `found` are the conversation's incarnation and next position as the
-    transaction sees them (found 0 for one it has just created)."""
+    transaction sees them (found 0 for one it has just created: `created`, which the
+    refusal rolls back). An incarnation that is not the one expected is refused naming
+    the conversation's incarnation now (its token in database `db_uuid`, never the key),
+    or that it has none (no conversation of that id: the one created here goes)."""
     if expect_key is not None and key != expect_key:
-        raise PositionMismatch(name, expect_position, None)
+        raise PositionMismatch(name, expect_position, None, exists=not created,
+                               found_incarnation=None if created else incarnation_token(db_uuid, key))
     if found != expect_position:
         raise PositionMismatch(name, expect_position, found)
 

@@ -206,7 +206,8 @@ async def position_mismatch(request: Request, exc: PositionMismatch) -> JSONResp
     # not the caller's input but the log's state: 409, which a client tells from a 422
     return JSONResponse({"detail": str(exc), "type": error_type(exc), "conversation_id": exc.conversation_id,
                          "expected_position": exc.expected, "found_position": exc.found,
-                         "expected_incarnation": exc.expected_incarnation}, status_code=409)
+                         "expected_incarnation": exc.expected_incarnation,
+                         "found_incarnation": exc.found_incarnation}, status_code=409)
 
 
 async def model_conflict(request: Request, exc: EmbeddingModelConflict) -> JSONResponse:

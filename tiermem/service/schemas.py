@@ -492,9 +492,12 @@ class PositionMismatchOut(ErrorOut):
     conversation_id: str
     expected_position: int
     found_position: int | None = Field(description=(
-        "the position the conversation goes on at now; null when the expected incarnation is gone (erased or "
-        "pruned since, whether or not the id was written again)"))
+        "the position the conversation goes on at now; null when it is not the incarnation expected (erased or "
+        "pruned since, whether or not the id was written again, or a token it never had)"))
     expected_incarnation: str | None = Field(description="the `expect_incarnation` sent, null when none was")
+    found_incarnation: str | None = Field(description=(
+        "where `found_position` is null: the conversation's incarnation now, null when no conversation of that "
+        "id exists"))
 
 
 class ErrorItem(BaseModel):

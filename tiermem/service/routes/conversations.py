@@ -121,9 +121,8 @@ def _checked_key(key: str | None) -> str | None:
 
 
 def _mismatch(exc: PositionMismatch, token: str | None) -> PositionMismatch:
-    """`exc` naming the incarnation as the caller sent it (the library's names none)."""
-    exc.expected_incarnation = token
-    return exc
+    """`exc` naming the incarnation as the caller sent it, in its message too (`naming`)."""
+    return exc.naming(token)
 
 
 def _replayed(response: Response, replayed: bool) -> None:
