@@ -110,9 +110,12 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   connection for the checkout, its value set back). A writer whose process is stopped
   inside its transaction (SIGSTOP: docker pause, a frozen VM, a debugger; its watchdog
   stopped with it) is ended by the server then, its transaction rolled back (nothing of
-  it written; resumed, it gets StoreUnavailable), and the conversation's other writers
-  go on; before, each failed busy at its lock_timeout for as long as it stayed stopped
-  (tests/test_postgres_paused_writer.py).
+  it written; resumed, it gets StoreUnavailable saying just that, `idle_ended`, whether
+  it reads the server's end of the session or its own watchdog, resumed too, cut the
+  connection first while it sat idle in the transaction: not a server that did not answer
+  (StoreStalled) nor a write that "may or may not have committed"), and the conversation's
+  other writers go on; before, each failed busy at its lock_timeout for as long as it
+  stayed stopped (tests/test_postgres_paused_writer.py, test_postgres_paused_writer_said.py).
 - A catch-up (`index_pending`) stores its pool of vectors a batch per statement, each its
   own transaction and checkout, committed and hooked before the next, so a server slower
   than `operation_timeout_s` for a whole pool still stores it a batch at a time, and a
@@ -391,6 +394,9 @@ CLIENT_CHECK_LOCAL_SQL = f"SET LOCAL client_connection_check_interval TO {CLIENT
 # go on. PostgreSQL takes at most INT_MAX milliseconds.
 IDLE_IN_TRANSACTION_SETTING = "idle_in_transaction_session_timeout"
 IDLE_IN_TRANSACTION_MAX_MS = 2**31 - 1
+# a connection's states between two statements of a transaction (libpq's PQtransactionStatus):
+# cut so, its client was not waiting on the server and had sent no COMMIT (`_Watchdog._round`)
+IDLE_IN_TRANSACTION_STATES = frozenset({pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR})
 # The oldest server the store runs on (libpq's server_version number: major * 10000 +
 # minor from PostgreSQL 10 on): client_connection_check_interval came with PostgreSQL 14,
 # and an older server refuses the SET (unrecognized configuration parameter). Refused when
@@ -1204,14 +1210,28 @@ def speaker_name(body: dict[str, Any]) -> str | None:
 class _Watch:
     """One checkout under the watchdog: its deadline (monotonic) and our own duplicate of
     its socket (so that a cut never reaches a descriptor number the driver has closed and
-    the process reused)."""
+    the process reused); once cut, whether the connection sat idle inside a transaction
+    then (`idle`: this process was not waiting on the server, it had stopped between two
+    statements, and no COMMIT had been sent)."""
 
-    __slots__ = ("cut", "fd", "until")
+    __slots__ = ("cut", "fd", "idle", "pgconn", "until")
 
-    def __init__(self, until: float, fd: int) -> None:
+    def __init__(self, until: float, fd: int, pgconn: Any) -> None:
         self.until = until
         self.fd = fd
+        self.pgconn = pgconn
         self.cut = False
+        self.idle = False
+
+
+def _idle_in_transaction(pgconn: Any) -> bool:
+    """Whether the connection sits between two statements of a transaction now (read on
+    the watchdog's thread: a field of libpq's, no round trip); False when it cannot be
+    read (closed meanwhile), so a cut is never held up by it."""
+    try:
+        return pgconn.transaction_status in IDLE_IN_TRANSACTION_STATES
+    except Exception:
+        return False
 
 
 class _Watchdog:
@@ -1231,11 +1251,14 @@ class _Watchdog:
         self._closed = False
 
     @contextlib.contextmanager
-    def watching(self, conn: Conn, until: float, where: str, limit: str) -> Iterator[None]:
+    def watching(self, conn: Conn, until: float, where: str, limit: str) -> Iterator[_Watch]:
         """Within it `conn` is cut at `until`; a driver error that the cut caused is
         raised as StoreStalled (from it), naming `limit` (the settings that made the
-        deadline, with their values: `operation_limit`)."""
-        watch = _Watch(until, os.dup(conn.fileno()))
+        deadline, with their values: `operation_limit`), unless the connection sat idle
+        in its transaction when cut, or the server ended it for that: StoreUnavailable
+        saying so (`idle_ended`: nothing of the transaction committed). Yields the watch
+        (its `cut` and `idle` read after the block, by a COMMIT outside it)."""
+        watch = _Watch(until, os.dup(conn.fileno()), conn.pgconn)
         with self._cond:
             self._watches.add(watch)
             if self._thread is None and not self._closed:
@@ -1245,12 +1268,15 @@ class _Watchdog:
                 self._cond.notify()
         started = time.monotonic()
         try:
-            yield
+            yield watch
         except psycopg.Error as exc:
+            # to a tenth of a second: the deadline as configured, not the few ms the
+            # checkout took before the watch began (60 s read "59.998 s")
+            seconds = round(until - started, 1)
+            if isinstance(exc, psycopg.errors.IdleInTransactionSessionTimeout) or (watch.cut and watch.idle):
+                raise StoreUnavailable(where, idle_ended(seconds, limit), connection_lost=True) from exc
             if watch.cut:
-                # to a tenth of a second: the deadline as configured, not the few ms the
-                # checkout took before the watch began (60 s read "59.998 s")
-                raise StoreStalled(where, round(until - started, 1), limit) from exc
+                raise StoreStalled(where, seconds, limit) from exc
             raise
         finally:
             with self._cond:  # a cut happens under this lock: none after it
@@ -1278,7 +1304,10 @@ class _Watchdog:
         for watch in self._watches:
             if not watch.cut and watch.until <= now:
                 self._step("watchdog:cut")  # a round failing here leaves the cut owed
-                # marked before the shutdown: the driver's error it causes may be read at once
+                # marked before the shutdown: the driver's error it causes may be read at once.
+                # Idle in its transaction: the checkout's thread is not waiting on the server
+                # (stopped between two statements: SIGSTOP, a debugger), no COMMIT was sent
+                watch.idle = _idle_in_transaction(watch.pgconn)
                 watch.cut = True
                 log.warning("a PostgreSQL connection got no answer before its deadline: cutting it")
                 sock = socket.socket(fileno=watch.fd)
@@ -1329,23 +1358,41 @@ def lost_detail(exc: psycopg.Error) -> str:
             "and the next operation opens a new connection")
 
 
+def idle_ended(seconds: float | None = None, limit: str | None = None) -> str:
+    """StoreUnavailable's detail for a transaction ended while it sat idle: the server's
+    idle_in_transaction_session_timeout (IDLE_IN_TRANSACTION_SETTING) ended its session, or
+    the watchdog cut its connection at the checkout's deadline, which is as long (`seconds`,
+    `limit`: the settings it came from, where known). Either way this process had stopped
+    inside the transaction (SIGSTOP, a frozen VM, a debugger) and sent no COMMIT, so the
+    transaction was rolled back: nothing of it committed, which a lost connection's "may
+    or may not have committed" would deny."""
+    length = f" (the checkout's deadline, {seconds:g} s: {limit})" if seconds is not None and limit else ""
+    return (f"its transaction sat idle past {IDLE_IN_TRANSACTION_SETTING}{length}, this process stopped or "
+            "paused inside it, so its session was ended and the transaction rolled back: nothing of it "
+            "committed; the next operation opens a new connection")
+
+
 @contextlib.contextmanager
-def connection_lost_as_unavailable(where: str, conn: Callable[[], Conn | None]) -> Iterator[None]:
+def connection_lost_as_unavailable(where: str, conn: Callable[[], Conn | None],
+                                   idle: Callable[[], bool] = lambda: False) -> Iterator[None]:
     """Within it, a driver error that says the connection was lost (`lost_connection`)
     is raised as StoreUnavailable naming `where` (`connection_lost`, from it): the error
     a caller of the store sees for it, as for a server it cannot reach. `conn`: the
-    block's connection once it has one."""
+    block's connection once it has one; `idle`: whether the watchdog cut it while it sat
+    idle in its transaction (a COMMIT after the watch, the pool's in transaction mode,
+    meets that cut: `idle_ended`)."""
     try:
         yield
     except psycopg.OperationalError as exc:
         if not lost_connection(exc, conn()):
             raise
-        raise StoreUnavailable(where, lost_detail(exc), connection_lost=True) from exc
+        detail = idle_ended() if idle() else lost_detail(exc)
+        raise StoreUnavailable(where, detail, connection_lost=True) from exc
     except psycopg.errors.IdleInTransactionSessionTimeout as exc:
         # the server ended the session of a transaction left idle past its limit
         # (IDLE_IN_TRANSACTION_SETTING: its process was stopped), rolled back; the driver
         # files it under class 25, not 08, and the connection is gone all the same
-        raise StoreUnavailable(where, lost_detail(exc), connection_lost=True) from exc
+        raise StoreUnavailable(where, idle_ended(), connection_lost=True) from exc
 
 
 def operation_limit(operation_timeout_s: float, lock_timeout_ms: int | None) -> str:
@@ -1784,10 +1831,13 @@ class PostgresStore(SharedQueries):
         until: float | None = getattr(self._waits, "until", None)
         wait_s = None if until is None else max(until - time.monotonic(), 0.0)  # None: the pool's own
         conn: Conn | None = None
+        watch: _Watch | None = None
         # the store's edge: a connection lost in the operation (or in the pool's return of
         # it: a COMMIT) reaches the caller as StoreUnavailable, outside the watchdog's
-        # StoreStalled for a connection it cut
-        with connection_lost_as_unavailable(self.path, lambda: conn), contextlib.ExitStack() as stack:
+        # StoreStalled for a connection it cut (one cut idle in its transaction: said so)
+        with connection_lost_as_unavailable(self.path, lambda: conn,
+                                            lambda: watch is not None and watch.cut and watch.idle), \
+                contextlib.ExitStack() as stack:
             try:
                 conn = stack.enter_context(pool.connection(timeout=wait_s))
             except PoolTimeout as exc:  # only the checkout: nothing of this operation was sent
@@ -1796,7 +1846,7 @@ class PostgresStore(SharedQueries):
                 raise StoreUnavailable(self.path, "the connection pool is closed") from exc
             # before the caller's settings are read: that round trip is bounded too
             until, limit = self._deadline()
-            stack.enter_context(self._watchdog.watching(conn, until, self.path, limit))
+            watch = stack.enter_context(self._watchdog.watching(conn, until, self.path, limit))
             before_checkout = getattr(self._waits, "checkout_until", None)
             self._waits.checkout_until = until  # for a statement given a server deadline (reclaim)
             stack.callback(setattr, self._waits, "checkout_until", before_checkout)
