@@ -54,7 +54,7 @@ from tiermem.planner.dates import query_windows
 from tiermem.planner.density import pack_order
 from tiermem.planner.excerpt import Focus
 from tiermem.planner.excerpt import enabled as excerpt_enabled
-from tiermem.planner.family import shared_prefixes
+from tiermem.planner.family import copied_prefixes
 from tiermem.planner.plan import Plan, PlanItem
 from tiermem.planner.prior import length_prior
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, replies_apply, score_turns
@@ -938,10 +938,11 @@ class Candidates:
         bm25: list[tuple[str, int, float]] = []
         keywords = recall or qvec is None  # without a vector the strong keyword hits stand in
         if tables is not None:
-            # a fork's copy of this conversation's turns is not another conversation's
-            # (planner.family): masked before the k best are taken
+            # a fork's copy of this conversation's turns is not another conversation's, nor
+            # is a second member's copy of another's turn a second hit (planner.family):
+            # masked before the k best are taken
             dense, bm25 = search_tables(tables, qvec, query if keywords else None, k,
-                                        skip=shared_prefixes(self.cold, conv, others))
+                                        skip=copied_prefixes(self.cold, conv, others))
         else:
             dense, bm25 = self._namespace_search(conv, namespace, qvec, query if keywords else None, k)
         found: dict[tuple[str, int], dict[str, float]] = {}
@@ -973,7 +974,8 @@ class Candidates:
         """The k nearest (conversation, position, cosine) and k best keyword matches
         (conversation, position, bm25) of the namespace's other conversations, through the
         cold tier's indexes, less the turns a conversation of `conv`'s fork family shares
-        with it (planner.family). The indexes cannot leave those out, so they are asked
+        with it and all but one member's copy of a turn other members share
+        (planner.family `copied_prefixes`). The indexes cannot leave those out, so they are asked
         for more until k others remain or they have no more, up to FAMILY_SEARCH_MAX_K: a
         namespace without forks asks once, as before."""
         ask = k
@@ -982,7 +984,7 @@ class Candidates:
                       for c, p, dist in self.cold.search_dense(qvec, ask, namespace=namespace, exclude=conv)]
                      if qvec is not None else [])
             bm25 = self.cold.search_bm25(query, ask, namespace=namespace, exclude=conv) if query is not None else []
-            shared = shared_prefixes(self.cold, conv, {c for c, _p, _s in [*dense, *bm25]})
+            shared = copied_prefixes(self.cold, conv, {c for c, _p, _s in [*dense, *bm25]})
             kept_dense = [h for h in dense if not (h[0] in shared and h[1] <= shared[h[0]])]
             kept_bm25 = [h for h in bm25 if not (h[0] in shared and h[1] <= shared[h[0]])]
             short = ((len(kept_dense) < k and len(dense) >= ask) or (len(kept_bm25) < k and len(bm25) >= ask))
@@ -1074,8 +1076,8 @@ def search_tables(tables: list[TurnTable], qvec: np.ndarray | None, query: str |
     """The k nearest turns (conversation, position, cosine) over `tables`, best first,
     and with a query the k best keyword matches (conversation, position, bm25). Ties
     keep the tables' order (`list_conversations` gives it by name), never the keys'.
-    `skip`: conversation -> the last position not to find there (a fork family's shared
-    prefix, planner.family)."""
+    `skip`: conversation -> the last position not to find there (a fork family's copies
+    of the asker's turns or of another member's: planner.family `copied_prefixes`)."""
     dense: list[tuple[int, str, int, float]] = []
     bm25: list[tuple[int, str, int, float]] = []
     for n, t in enumerate(tables):
