@@ -164,7 +164,7 @@ from tiermem.adapters.langchain import (
 )
 from tiermem.tiers.errors import EditConflict, EditTooLong, PositionMismatch, ValidationError
 from tiermem.tiers.formats import CLEAR_TYPE, RETRACT_TYPE
-from tiermem.tiers.models import StoredMessage
+from tiermem.tiers.models import MAX_BUDGET_TOKENS, StoredMessage, check_int
 from tiermem.tiers.zones import optional_timezone
 
 log = logging.getLogger(__name__)
@@ -407,8 +407,15 @@ class ConversationSync:
 
     def __init__(self, memory: MemoryLike, conversation_id: str, *, budget: int = DEFAULT_BUDGET_TOKENS,
                  system: str | None = None, timezone: str | None = None, namespace_recall: bool = True,
-                 cache_marks: int = 0, system_messages: str | None = None, forks: bool = False) -> None:
+                 cache_marks: int = 0, system_messages: str | None = None, forks: bool = False,
+                 truncate_latest: bool = False) -> None:
         self.memory = check_memory(memory)
+        # refused here, not after the turn is stored (the first context planned mid-run)
+        budget = check_int(budget, "budget", 1, MAX_BUDGET_TOKENS, "tokens")
+        if type(truncate_latest) is not bool:
+            raise ValidationError("truncate_latest", f"must be True or False, got {truncate_latest!r}")
+        # a latest message over the budget is cut to fit (`Memory.context`), not refused (`BudgetTooSmall`)
+        self.truncate_latest = truncate_latest
         # whether a state that is the log's beginning plus new messages retracts the rest
         # of the log (a fork: the module's docstring); only where one state writes it
         self.forks = forks
@@ -758,7 +765,7 @@ class ConversationSync:
         pending = opening_tokens(self.memory) if form == "in_turn" else 0
         ctx = self.memory.context(self.conversation_id, query, self.budget, system=self.system,
                                   namespace_recall=self.namespace_recall, timezone=self.timezone,
-                                  pending_tokens=pending)
+                                  pending_tokens=pending, truncate_latest=self.truncate_latest)
         return context_input(ctx, self.cache_marks, form, memory=self.memory)
 
     def model_input(self, messages: Sequence[BaseMessage], system_messages: str | None = None) -> list[BaseMessage]:

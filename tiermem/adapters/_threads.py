@@ -71,6 +71,7 @@ from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike, check_me
 from tiermem.adapters._langchain_sync import ConversationSync
 from tiermem.adapters.langchain import check_cache_marks, check_system_messages
 from tiermem.tiers.errors import ThreadIdMissing, ThreadMismatch, ValidationError, shown
+from tiermem.tiers.models import MAX_BUDGET_TOKENS, check_int
 from tiermem.tiers.zones import optional_timezone
 
 if TYPE_CHECKING:
@@ -158,9 +159,13 @@ class ThreadConversations:
                  budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
                  shared_across_threads: bool = False, recall_across_threads: bool = False,
                  max_threads: int = DEFAULT_MAX_THREADS, cache_marks: int = 0,
-                 system_messages: str | None = None) -> None:
-        # refused when the adapter is made, not at the first model call mid-run
+                 system_messages: str | None = None, truncate_latest: bool = False) -> None:
+        # refused when the adapter is made, not at the first model call mid-run (after the turn is stored)
         self.memory = check_memory(memory)
+        self.budget = check_int(budget, "budget", 1, MAX_BUDGET_TOKENS, "tokens")
+        if type(truncate_latest) is not bool:
+            raise ValidationError("truncate_latest", f"must be True or False, got {shown(truncate_latest)}")
+        self.truncate_latest = truncate_latest
         self.cache_marks = check_cache_marks(cache_marks)
         self.system_messages = check_system_messages(system_messages)
         self.timezone = optional_timezone(timezone)
@@ -185,7 +190,6 @@ class ThreadConversations:
         # conversations (other threads: other users, often) unless the caller opted in
         self.namespace_recall = conversation_id is not None or recall_across_threads
         self._told = False  # whether the log said so yet (once per adapter, not once per thread)
-        self.budget = budget
         self.system = system
         self.max_threads = max_threads
         self._lock = threading.Lock()
@@ -220,7 +224,8 @@ class ThreadConversations:
                                                               namespace_recall=self.namespace_recall,
                                                               cache_marks=self.cache_marks,
                                                               system_messages=self.system_messages,
-                                                              forks=not self.shared_across_threads)
+                                                              forks=not self.shared_across_threads,
+                                                              truncate_latest=self.truncate_latest)
             if not self.namespace_recall and not self._told:
                 self._told = True
                 log.info("%s: namespace recall is off, by the adapter's default for a conversation per thread_id: "

@@ -31,7 +31,10 @@ conversation (workers sharing a checkpointer, or processes) store each message o
 (`tiermem.adapters._langchain_sync`, shared with the LangGraph hooks, says how a race
 between processes ends).
 
-The budget covers tiermem's context, `system` (this middleware's) included;
+The budget (an int of 1 to `MAX_BUDGET_TOKENS` tokens, checked when the middleware is
+made) covers tiermem's context, `system` (this middleware's) included; a latest message
+larger than it is refused (`BudgetTooSmall`, after the turn is stored) unless the
+middleware was made with `truncate_latest=True`, which cuts it to fit (`Memory.context`);
 `create_agent(system_prompt=...)` is sent before it, outside the budget. Middleware
 listed after this one (inner) sees, and may edit, tiermem's context; middleware listed
 before it (outer) edits messages this one replaces.
@@ -94,13 +97,14 @@ class TiermemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                  budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
                  shared_across_threads: bool = False, recall_across_threads: bool = False,
                  max_threads: int = DEFAULT_MAX_THREADS, cache_marks: int = 0,
-                 system_messages: str | None = None) -> None:
+                 system_messages: str | None = None, truncate_latest: bool = False) -> None:
         super().__init__()
         self.threads = ThreadConversations(type(self).__name__, memory, conversation_id, budget=budget,
                                            system=system, timezone=timezone,
                                            shared_across_threads=shared_across_threads,
                                            recall_across_threads=recall_across_threads, max_threads=max_threads,
-                                           cache_marks=cache_marks, system_messages=system_messages)
+                                           cache_marks=cache_marks, system_messages=system_messages,
+                                           truncate_latest=truncate_latest)
 
     def conversation(self) -> ConversationSync:
         """The conversation of the run going on (its node's config: `langgraph.config.get_config()`;
