@@ -536,6 +536,11 @@ class Planner:
                    and it.fidelity in ("verbatim", "trimmed") and "superseded by #" in it.reason for p in it.positions}
         plan.left_out = [it for it in plan.left_out if it.slice != "pinned" or it.conversation_id != conv
                          or not it.positions or not set(it.positions) <= marked]
+        # nothing the context shows is listed as left out: a pin the candidates cut for
+        # room (candidates.pinned: "higher-priority pins fill the budget") may be the
+        # latest user message, which is always sent, or a turn the tail shows
+        plan.left_out = [it for it in plan.left_out if it.slice == "summary" or not it.positions
+                         or not all((it.conversation_id, p) in on_show for p in it.positions)]
         for view in summaries:
             plan.views.append(ViewStaleness(view.kind, view.version, (view.start, view.end), view.turns_behind,
                                             view.seconds_behind, view.over_budget))
