@@ -78,11 +78,17 @@ Invariants and policy (README, "Message formats"):
   an item's `provider_data`), the Agents SDK's placeholder item id (`SDK_PLACEHOLDER_ID`,
   `__fake_id__`, which the SDK strips itself before a Responses request; the Agents
   session's `model_input_filter` gives the SDK the item with it, as its own input is),
-  a Conversations API item's `created_by` (and a custom tool item's `status`:
-  `CONVERSATION_ONLY_FIELDS`), top-level nulls (but those a hosted-tool item's request type requires,
-  `REQUIRED_NULL_FIELDS`) and the nulls of content parts (a `model_dump()` of an SDK reply writes
-  every unset field, such as an `output_text` part's `logprobs`) are left out; `history()`
-  still has them. A reasoning item's `summary` is required on append (a list, the API's
+  a Conversations API item's `created_by` on any item, hosted-tool items too (and a custom
+  tool item's `status`: `CONVERSATION_ONLY_FIELDS`), top-level nulls (but those a hosted-tool
+  item's request type requires, `REQUIRED_NULL_FIELDS`), the nulls of content parts (a
+  `model_dump()` of an SDK reply writes every unset field, such as an `output_text` part's
+  `logprobs`) and those nested in a hosted-tool item (`_without_nulls`: a web search's
+  `action.queries`; `NESTED_REQUIRED_NULL_FIELDS` kept) are left out; `history()` still has
+  them. A Responses message goes as a request type takes its role and parts
+  (`_wire_message`): an input message without its item `id`, with input parts; an
+  assistant one without output parts where it has no `status`. A chat tool call append took
+  without `type`, `function.arguments` or `custom.input` (a legacy `function_call` without
+  `arguments`) goes with them (`_wire_tool_calls`). A reasoning item's `summary` is required on append (a list, the API's
   request type); a row stored before without one, or with null, is read as stored and
   sent with `[]` (`as_appended`). Its `id`, where given, is a non-empty string (the API's
   request type; null, a number or "" is refused on append, a row stored before so is
@@ -1003,19 +1009,136 @@ def as_appended(body: dict[str, Any]) -> dict[str, Any]:
     return without_tool_call_index(body)
 
 
+# Nested fields of hosted-tool items that the request type requires and allows null in
+# (`Required[Optional[...]]` below the top level: a computer action's `keys`, an image
+# generation's `error.code` / `error.param`): kept with their null by `_without_nulls`.
+NESTED_REQUIRED_NULL_FIELDS: dict[str, frozenset[str]] = {
+    "computer_call": frozenset({"keys"}),
+    "image_generation_call": frozenset({"code", "param"}),
+}
+# Fields of hosted-tool items whose value is the caller's free JSON (an MCP tool's input
+# schema and annotations): a null in them is data, never an unset field, and is sent as is.
+FREE_JSON_FIELDS = frozenset({"input_schema", "annotations"})
+# What a chat tool call or legacy `function_call` stored without its `arguments` (append
+# took it; the request type requires them) is sent with: no arguments, as the API writes it.
+NO_ARGUMENTS = "{}"
+
+
+def _without_nulls(value: Any, kept: frozenset[str]) -> Any:
+    """`value` without the null-valued keys of its dicts at any depth (those in `kept`, and
+    whatever sits under FREE_JSON_FIELDS, as they are): what `to_dict()` (`exclude_unset`)
+    would have stored of a hosted-tool item a `model_dump()` wrote with every unset field as
+    null, which its request type refuses (`action.queries: null`). `value` itself when it
+    holds no such null; the caller's is never modified."""
+    if isinstance(value, dict):
+        out = {k: (v if k in FREE_JSON_FIELDS else _without_nulls(v, kept))
+               for k, v in value.items() if v is not None or k in kept}
+        same = len(out) == len(value) and all(out[k] is v for k, v in value.items())
+        return value if same else out
+    if isinstance(value, list):
+        items = [_without_nulls(v, kept) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value
+
+
+def _is_responses_message(body: dict[str, Any]) -> bool:
+    """A Responses message: typed, or role-only with a Responses part (`kind_of`)."""
+    if body.get("type") is not None:
+        return bool(body.get("type") == "message")
+    content = body.get("content")
+    return body.get("role") in RESPONSES_ROLES and isinstance(content, list) and any(
+        isinstance(p, dict) and p.get("type") in RESPONSES_ONLY_PART_TYPES for p in content)
+
+
+def _parts_of(content: object) -> set[object]:
+    return {p.get("type") if isinstance(p, dict) else None for p in content} if isinstance(content, list) else set()
+
+
+def _wire_message(m: dict[str, Any]) -> dict[str, Any]:
+    """A Responses message (`_is_responses_message`) as one of the request types takes it:
+    append takes any `RESPONSES_PART_TYPES` part on any role, and item ids and statuses as
+    the API's lists give them (`responses.input_items.list()`, `conversations.items.list()`),
+    which no request type takes together. A user, system or developer message goes without
+    its `id` (no input message has one) and with input parts (an `output_text` or `refusal`
+    part as its text, an `input_audio` part as "[audio]", as an untyped one is rebuilt:
+    `to_responses_rows`; the chat form keeps the audio); a `status` only on a parts list
+    (`Message`), a `phase` only without `status` (`EasyInputMessageParam`). An assistant
+    message with output parts is sent as the reply it is where it has the item's `status`
+    (`ResponseOutputMessageParam` with its `id`; the Agents SDK sends its items without),
+    else without its `id` and with input parts or its text (`EasyInputMessageParam`, as an
+    untyped one is rebuilt)."""
+    role, content = m.get("role"), m.get("content")
+    parts = _parts_of(content)
+    if role == "assistant":
+        if isinstance(content, list) and parts <= {"output_text", "refusal"} and isinstance(m.get("status"), str):
+            # a reply's item; one with a status and no id is the Agents SDK's (it strips
+            # its placeholder id and sends the item so, which the API takes): as it is
+            return m if m.get("type") == "message" else {**m, "type": "message"}
+        out = {k: v for k, v in m.items() if k not in ("id", "status")}
+        if isinstance(content, list) and not parts <= INPUT_PART_TYPES:
+            out["content"] = _joined(content)
+        return out
+    out = {k: v for k, v in m.items() if k != "id"}
+    if isinstance(content, list) and not parts <= INPUT_PART_TYPES:
+        out["content"] = [_to_input_part(p) for p in content if isinstance(p, dict)]
+    if "status" in out and (isinstance(content, str) or "phase" in out):
+        if isinstance(content, str):
+            del out["status"]
+        else:
+            del out["phase"]
+    return out
+
+
+def _wire_tool_calls(m: dict[str, Any]) -> dict[str, Any]:
+    """A chat assistant message's calls with the fields append took without and the request
+    type requires: a call's `type` (`"function"`, as append read it: `_tool_call`), a
+    function's `arguments` and the legacy `function_call`'s (NO_ARGUMENTS), a custom call's
+    `input` (""). `m` itself when none lacks one; the caller's is never modified."""
+    out = m
+    calls = m.get("tool_calls")
+    if isinstance(calls, list):
+        fixed: list[Any] = []
+        for c in calls:
+            if isinstance(c, dict) and isinstance(c.get("function"), dict) and c.get("type", "function") == "function" \
+                    and ("type" not in c or "arguments" not in c["function"]):
+                fn = c["function"]
+                c = {"id": c.get("id"), "type": "function", **{k: v for k, v in c.items() if k != "id"},
+                     "function": fn if "arguments" in fn else {**fn, "arguments": NO_ARGUMENTS}}
+            elif isinstance(c, dict) and c.get("type") == "custom" and isinstance(c.get("custom"), dict) \
+                    and "input" not in c["custom"]:
+                c = {**c, "custom": {**c["custom"], "input": ""}}
+            fixed.append(c)
+        if any(a is not b for a, b in zip(fixed, calls, strict=True)):
+            out = {**out, "tool_calls": fixed}
+    fc = m.get("function_call")
+    if isinstance(fc, dict) and "arguments" not in fc:
+        out = {**out, "function_call": {**fc, "arguments": NO_ARGUMENTS}}
+    return out
+
+
 def wire_body(body: dict[str, Any]) -> dict[str, Any]:
     """The body as a request param (module docstring, "Wire form")."""
     t = body.get("type")
     kept = REQUIRED_NULL_FIELDS.get(t, frozenset()) if isinstance(t, str) else frozenset()
-    dropped = CONVERSATION_ONLY_FIELDS.get(t, frozenset()) if isinstance(t, str) else frozenset()
+    # a Conversations API item's `created_by`, on any item (no request type has it)
+    dropped = (CONVERSATION_ONLY_FIELDS.get(t, frozenset()) | {CONVERSATION_ITEM_FIELD}
+               if isinstance(t, str) else frozenset())
     out = {k: v for k, v in as_appended(body).items()
            if (v is not None or k in kept) and k != PROVIDER_DATA_FIELD and k not in dropped}
-    if out.get("id") == SDK_PLACEHOLDER_ID:
-        del out["id"]  # the SDK's placeholder, no provider's id (SDK_PLACEHOLDER_ID)
+    if t in OPAQUE_ITEM_TYPES:
+        out = _without_nulls(out, NESTED_REQUIRED_NULL_FIELDS.get(t, frozenset()) | kept)
     content = out.get("content")
     if isinstance(content, list) and any(isinstance(p, dict) and None in p.values() for p in content):
         out["content"] = [{k: v for k, v in p.items() if v is not None} if isinstance(p, dict) else p
                           for p in content]
+    # before the placeholder id goes: an Agents SDK reply's message keeps its output parts,
+    # as the SDK sends it (the adapter gives the id back: `with_sdk_fields`)
+    if _is_responses_message(out):
+        out = _wire_message(out)
+    elif "type" not in out and out.get("role") == "assistant":
+        out = _wire_tool_calls(out)
+    if out.get("id") == SDK_PLACEHOLDER_ID:
+        out = {k: v for k, v in out.items() if k != "id"}  # the SDK's placeholder, no provider's id
     if "type" not in out:
         for k in REPLY_ONLY_FIELDS:
             out.pop(k, None)

@@ -482,12 +482,29 @@ SDK_FIELD_ALIASES: dict[str, dict[str, str]] = {
 # is kept: they are dropped, not stored.
 SDK_PARSED_FIELD = "parsed"
 SDK_PARSED_ARGUMENTS_FIELD = "parsed_arguments"
+# A Responses reply asked with `include=["message.output_text.logprobs"]` carries one entry
+# per token on each `output_text` part (with `top_logprobs`, several): about 80 bytes a
+# token, so a reply of a few hundred tokens passed the envelope limit (MAX_ENVELOPE_BYTES)
+# and was refused. They are the reply's scores, not its text, and no context needs them
+# (the request type leaves them optional): dropped on append, as `parsed` is.
+# An empty list (every reply not asked for them carries one) says nothing and costs
+# nothing: kept, so such a reply's history is what went in.
+SDK_LOGPROBS_FIELD = "logprobs"
+
+
+def _sdk_client_fields(part: dict[str, Any]) -> frozenset[str]:
+    """The fields of an `output_text` part append drops: `parsed`, and `logprobs` unless empty."""
+    dropped = {SDK_PARSED_FIELD} & part.keys()
+    if part.get(SDK_LOGPROBS_FIELD):
+        dropped.add(SDK_LOGPROBS_FIELD)
+    return frozenset(dropped)
 
 
 def _sdk_wire_form(body: dict[str, Any]) -> dict[str, Any]:
     """`body` as the wire has it when it came from an openai SDK object however serialized:
     Python field names renamed to their aliases (SDK_FIELD_ALIASES) and the client-side
-    parse results dropped (SDK_PARSED_FIELD, SDK_PARSED_ARGUMENTS_FIELD), so is the
+    parse results dropped (SDK_PARSED_FIELD, SDK_PARSED_ARGUMENTS_FIELD; an `output_text`
+    part's SDK_LOGPROBS_FIELD too, unless empty), so is the
     streaming helper's `index` on a chat reply's tool calls
     (`tiers.formats.SDK_STREAM_INDEX_FIELD`). A new dict when anything changes; the
     caller's is never modified."""
@@ -508,9 +525,9 @@ def _sdk_wire_form(body: dict[str, Any]) -> dict[str, Any]:
     if (kind == "message" or kind is None) and out.get("role") == "assistant":
         parts = out.get("content")
         if isinstance(parts, list) and any(
-                isinstance(p, dict) and p.get("type") == "output_text" and SDK_PARSED_FIELD in p for p in parts):
+                isinstance(p, dict) and p.get("type") == "output_text" and _sdk_client_fields(p) for p in parts):
             out = {**out, "content": [
-                {k: v for k, v in p.items() if k != SDK_PARSED_FIELD}
+                {k: v for k, v in p.items() if k not in _sdk_client_fields(p)}
                 if isinstance(p, dict) and p.get("type") == "output_text" else p for p in parts]}
     return out
 
