@@ -212,7 +212,7 @@ def to_openai(messages: Sequence[BaseMessage], *,
     for (the id, a tool message's status and artifact, content blocks its role cannot
     carry, the message's own metadata) in the envelope metadata. `max_metadata_bytes`
     may be a function, asked once and only when a message has more than its id there."""
-    from langchain_core.messages import ToolMessage
+    from langchain_core.messages import BaseMessage, ToolMessage
 
     limit_of = max_metadata_bytes if callable(max_metadata_bytes) else (lambda: max_metadata_bytes)
     limit: list[int | None] = []  # asked at most once
@@ -224,6 +224,9 @@ def to_openai(messages: Sequence[BaseMessage], *,
 
     out: list[dict[str, Any]] = []
     for n, m in enumerate(messages):
+        if not isinstance(m, BaseMessage):  # a bare str or dict: named, not an AttributeError further in
+            raise ValidationError(f"messages[{n}]", f"must be a LangChain message (a BaseMessage such as "
+                                  f"HumanMessage), got {type(m).__name__}")
         # LangChain writes a call's args as JSON text, a key that is no string as its text:
         # refused first, as append refuses one anywhere else (the args' own keys LangChain
         # checks itself)
@@ -231,6 +234,12 @@ def to_openai(messages: Sequence[BaseMessage], *,
             check_keys(call.get("args"), f"messages[{n}].tool_calls[{i}].args")
             # and an integer past the one limit, which the args' JSON text would hide
             check_int_digits(call.get("args"), f"messages[{n}].tool_calls[{i}].args")
+            # and NaN or Infinity, which the args' text would hold as no JSON (`NaN`)
+            try:
+                json.dumps(call.get("args"), allow_nan=False, default=str)
+            except ValueError:
+                raise ValidationError(f"messages[{n}].tool_calls[{i}].args", "must be JSON: NaN and Infinity "
+                                      "are no JSON numbers") from None
         try:
             body = dict(convert_to_openai_messages(m))
         except ValueError as exc:
