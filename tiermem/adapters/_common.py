@@ -83,7 +83,7 @@ class MemoryLike(Protocol):
 
     def context(self, conversation_id: str, query: str | None = None, budget: int = DEFAULT_BUDGET_TOKENS, *,
                 system: str | None = None, namespace_recall: bool = True, timezone: str | None = None,
-                pending_tokens: int = 0) -> Context: ...
+                pending_tokens: int = 0, truncate_latest: bool = False) -> Context: ...
 
 
 if TYPE_CHECKING:
