@@ -834,10 +834,31 @@ class OutputPath(click.Path):
         path = super().convert(value, param, ctx)
         if self.allow_dash and str(path) == "-":
             return path
-        problem = output_path_problem(os.fsdecode(path))
+        problem = output_path_problem(os.fsdecode(path)) or _store_file_problem(path, ctx)
         if problem is not None:
             self.fail(problem, param, ctx)
         return path
+
+
+# the files SQLite keeps beside a database: the write-ahead log, its index, the rollback journal
+SQLITE_SIDE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+
+
+def _store_file_problem(path: str | os.PathLike[str], ctx: click.Context | None) -> str | None:
+    """Why `path` must not be written: it is the store's own database (or one of its
+    -wal/-shm/-journal files), by realpath, links and `..` included. `export -o tiermem.db`
+    replaced the live database with JSON and said nothing. A config that cannot be loaded
+    here is left to the command, which says why."""
+    state = ctx.find_root().obj if ctx is not None else None
+    if not isinstance(state, CliState):
+        return None
+    try:
+        db = os.path.realpath(state.config().db_path)
+    except Exception:  # a bad config: the command says why itself
+        return None
+    if os.path.realpath(path) in {db + suffix for suffix in SQLITE_SIDE_SUFFIXES}:
+        return f"{os.fsdecode(path)!r} is the store's own database file ({db}): writing it would destroy the store"
+    return None
 
 
 class ConfigFilePath(click.Path):
@@ -906,6 +927,25 @@ def _data_dir_given(_ctx: click.Context, _param: click.Parameter, value: str | N
     return Path(value)
 
 
+def _env_set_empty(param: click.Parameter, value: Any) -> None:
+    """Refuse an option's env variable that is set but empty (an unset shell variable in
+    `TIERMEM_NAMESPACE="$TENANT"`): click reads "" as unset, so the command acted on the
+    default namespace (or read no config file) where `--namespace ""` is a usage error."""
+    envvar = param.envvar if isinstance(param, click.Option) else None
+    if value is None and isinstance(envvar, str) and envvar in os.environ and not os.environ[envvar].strip():
+        raise click.BadParameter(f"env {envvar} is set but empty; unset it, or give a value")
+
+
+def _namespace_given(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    _env_set_empty(param, value)
+    return value
+
+
+def _config_given(_ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    _env_set_empty(param, value)
+    return value
+
+
 def _timezone_given(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     # refused while parsing, before the command opens the data dir: a usage error (exit 2)
     # naming the option, with nothing read or written
@@ -954,6 +994,7 @@ def _session_id_given(ctx: click.Context, _param: click.Parameter, value: str | 
     "--config",
     "config_path",
     type=ConfigFilePath(),
+    callback=_config_given,
     envvar="TIERMEM_CONFIG",
     help="TOML config file (env TIERMEM_CONFIG).",
 )
@@ -962,6 +1003,7 @@ def _session_id_given(ctx: click.Context, _param: click.Parameter, value: str | 
     "namespace",
     type=NON_EMPTY_TEXT,
     default=None,
+    callback=_namespace_given,
     envvar="TIERMEM_NAMESPACE",
     help="Namespace (user/tenant) to act in (env TIERMEM_NAMESPACE) [default: default].",
 )
@@ -2098,17 +2140,22 @@ def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *
 @click.option("--skip-bad", is_flag=True, help="Skip bad lines (listed) instead of refusing the file.")
 @click.option("--index", "and_index", is_flag=True,
               help="Also embed the imported turns, beside the writes: returns with every turn embedded, as `tiermem index` after it would.")
+@click.option("--restore-erased", is_flag=True,
+              help="Also restore conversations erased on request (`tiermem delete`) from lines created before "
+                   "their erasure: brings back data someone asked to erase. Without it such a file is refused.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_state
 def import_command(state: CliState, file: Path, conversation: str | None, skip_bad: bool, and_index: bool,
-                   as_json: bool) -> None:
+                   restore_erased: bool, as_json: bool) -> None:
     """Import conversations (OpenAI messages as JSONL/JSON, or LoCoMo); re-imports add nothing.
 
     FILE is a path, a pipe (`<(zcat f.jsonl.gz)`, /dev/stdin) or `-` for standard input
     (`zcat f.jsonl.gz | tiermem import -`; a file named `-` is `./-`). The file is read
     twice, checked whole before anything is written (a file changed since is refused); a
     pipe is first copied to a temporary file (in the data dir when it exists) that has no
-    name, so nothing is left behind even if the import is killed.
+    name, so nothing is left behind even if the import is killed. A conversation erased
+    on request is not brought back from lines created before its erasure (an export made
+    before it): the file is refused, naming it, unless --restore-erased.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -2131,10 +2178,11 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
 
                 load_in_background(mem.embedder)  # the model loads while the first chunk is written
                 report, embedded = import_and_index(mem, data, namespace=namespace,
-                                                    progress=lambda n: bar.advance(task, n))
+                                                    progress=lambda n: bar.advance(task, n),
+                                                    restore_erased=restore_erased)
             else:
                 report = import_dataset(mem, data, namespace=namespace,
-                                        progress=lambda n: bar.advance(task, n))
+                                        progress=lambda n: bar.advance(task, n), restore_erased=restore_erased)
     extra = {"embedded": embedded, "pending": mem.cold.pending_embeddings()} if and_index else {}
     if as_json:
         _emit_json({"format": data.format, **report.to_json(), **extra})
