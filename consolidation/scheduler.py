@@ -141,6 +141,8 @@ SKIP_ROW_LOCKED = "its conversation's rows were locked by another session past t
 SKIP_TABLE_LOCKED = "a table of the store was locked whole by another session (an erasure's VACUUM FULL)"
 SKIP_STORE_REFUSED = "the store refused an earlier refresh of this sweep"
 SKIP_STOPPED = "the scheduler was shut down"
+# another process's refresh of the view holds its lease, the view still behind (Swept.HELD)
+SKIP_HELD = "held by another refresher"
 
 
 @dataclass
@@ -190,11 +192,12 @@ class SkippedView:
 class SweepResult:
     """What one sweep (`sweep`) did with the views it was given (`picked`): how many
     refreshes ended in a new version, with the view found current or left as it was
-    (`unchanged`: another holds its lease) and at an erasure (`erased`); the refreshes
+    (`unchanged`: another stored it meanwhile) and at an erasure (`erased`); the refreshes
     that raised (`failures`: a busy store's refusals, and in a scheduler's run anything
     else too), those whose summarizer failed (`summarizer_failures`: recorded and backed
     off, the previous version kept; the cause is `ViewMaintainer.take_failure`'s) and the
-    views not tried (`skipped`, each with why)."""
+    views not tried (`skipped`, each with why: SKIP_HELD for a view whose lease another
+    process holds while it is still behind)."""
 
     picked: int = 0
     refreshed: int = 0
@@ -214,7 +217,9 @@ class Consolidated(int):
       (the view keeps its previous version; the failure is recorded and backed off)
       (`RefreshFailure`: the view and the exception, its traceback dropped;
       `failure_cause` says it in one line);
-    - `skipped`: the views picked and not tried, each with why (`SkippedView`);
+    - `skipped`: the views picked and not tried, each with why (`SkippedView`), and
+      those left to another process's refresh holding their lease while they are
+      still behind (SKIP_HELD: not refreshed, so not counted);
     - `refused`: the busy store's refusal that kept the sweep from picking any view (its
       first step, reading what others erased and the views over budget), else None;
     - `picked`: how many views the sweep picked; `complete`: nothing failed or was
@@ -340,6 +345,10 @@ def sweep(maintainer: ViewMaintainer, picked: Sequence[ViewKey], *,
                 summarized = maintainer.take_failure()
                 if outcome is Swept.FAILED and summarized is not None:
                     summarizer_failed.append(RefreshFailure(conv, kind, key, summarized))
+                elif outcome is Swept.HELD:
+                    # not refreshed here, and still behind: that holder's refresh (or,
+                    # when it dies, the next sweep's) brings it up to date
+                    skipped.append(SkippedView(conv, kind, key, SKIP_HELD, ""))
         except Exception as exc:
             problem = storage_problem(exc)
             if raise_unless_busy and (problem is None or not problem.busy):

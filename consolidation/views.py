@@ -278,7 +278,12 @@ class Swept(enum.Enum):
     """How a sweep's refresh of one view ended (`ViewMaintainer.sweep_refresh`)."""
 
     NEW_VERSION = "new_version"  # this refresh stored a new version of the view (not another process)
-    UNCHANGED = "unchanged"  # already current, another holds its lease, or another stored it meanwhile
+    UNCHANGED = "unchanged"  # already current, or another stored it meanwhile
+    # another process holds its lease (its refresh under way, perhaps a slow LLM call) and
+    # the view is still behind the log or has no version yet: not refreshed, and not
+    # "unchanged" either (a one-shot sweep reported such a view refreshed and complete);
+    # a sweep reports it skipped, and the next one picks it again
+    HELD = "held"
     # its summarizer failed: the failure recorded and backed off, the previous version kept
     # (`ViewMaintainer.take_failure` says why). A failure, not "unchanged": a one-shot
     # sweep (`tiermem consolidate`, `Memory.consolidate()`) reported such a run complete
@@ -530,6 +535,7 @@ class ViewMaintainer:
         check_view_key(kind, key)
         self._recorded.failure = None  # a failure is this refresh's only (`take_failure`)
         self._recorded.stored = False  # and so is a version stored (`stored`)
+        self._recorded.held = False  # and the lease found held by another (`lease_held`)
         # the summarizer's token counts and parses are remembered for this conversation
         # only (tiers.memo), whoever asks: a sweep and the scheduler's thread set no scope
         with remembered_for(memo_scope(self.cold.db_uuid, conversation_id)):
@@ -556,6 +562,7 @@ class ViewMaintainer:
                 other = self.cold.view_holder(conversation_id, kind, key)
                 if other is None or not dead_holder(other) or not self.cold.claim_view(
                         conversation_id, kind, key, holder, ttl, replacing=other):
+                    self._recorded.held = True
                     return self.warm.latest(conversation_id, kind, key)
             lease = _Lease(conversation_id, kind, key, holder)
             try:
@@ -570,6 +577,7 @@ class ViewMaintainer:
             except _LeaseLost:
                 log.info("views: the lease on %s/%s/%s passed to another refresher mid-refresh; it goes on",
                          conversation_id, kind, key)
+                self._recorded.held = True
                 return self.warm.latest(conversation_id, kind, key)
             finally:
                 try:
@@ -600,7 +608,19 @@ class ViewMaintainer:
         # waited (its lease, or found covering after that one's write) is that one's
         # refresh, and counted there (two workers' refreshed_total summed 1,279 for 1,166
         # versions stored)
-        return Swept.NEW_VERSION if self.stored() else Swept.UNCHANGED
+        if self.stored():
+            return Swept.NEW_VERSION
+        return Swept.HELD if self.lease_held(conversation_id, kind, key) else Swept.UNCHANGED
+
+    def lease_held(self, conversation_id: str, kind: str, key: str = "") -> bool:
+        """Whether this thread's latest refresh (of this view) left it to another
+        process holding its lease (found so at the claim, or lost at a renewal) while
+        the view is still behind the log or has no version yet: its answer is the
+        previous version (or None), which covers not what the log holds. A view that
+        holder stored meanwhile, covering the log, is not held: it is current."""
+        if not getattr(self._recorded, "held", False):
+            return False
+        return self._covering(conversation_id, kind, key) is None
 
     def stored(self) -> bool:
         """Whether this thread's latest refresh stored a new version itself
@@ -1063,11 +1083,14 @@ class ViewMaintainer:
         return False
 
     def refresh_all(self, conversation_id: str,
-                    failed: list[tuple[str, str, Exception]] | None = None) -> list[SummaryView]:
+                    failed: list[tuple[str, str, Exception]] | None = None,
+                    held: list[tuple[str, str]] | None = None) -> list[SummaryView]:
         """Refresh the rolling and constraint views and every session view that is
         behind (regardless of budgets); returns the current versions. A refresh whose
         summarizer failed (its previous version returned) is added to `failed` as
-        (kind, key, cause: `take_failure`), when given."""
+        (kind, key, cause: `take_failure`), when given; one whose lease another process
+        holds while the view is still behind (`lease_held`: its previous version
+        returned, or none) to `held` as (kind, key), when given."""
         out: list[SummaryView] = []
 
         def refresh(kind: str, key: str = "") -> SummaryView | None:
@@ -1075,6 +1098,8 @@ class ViewMaintainer:
             cause = self.take_failure()
             if cause is not None and failed is not None:
                 failed.append((kind, key, cause))
+            elif held is not None and self.lease_held(conversation_id, kind, key):
+                held.append((kind, key))
             return v
 
         for kind in ("rolling", "constraints"):
@@ -1128,12 +1153,24 @@ class ViewMaintainer:
             first = behind[0][2] if behind else None
             return staleness(view, last_position=end + len(behind), last_message_at=first or now,
                              max_turns=self.max_turns_behind, max_seconds=self.max_seconds_behind, now=now,
-                             first_uncovered_at=first, turns_behind=len(behind))
+                             first_uncovered_at=first, turns_behind=len(behind),
+                             bound_at=self._bound_at(conversation_id, view, first, now))
         last = self.cold.last_position(conversation_id)
         first = self.warm.created_at(conversation_id, end + 1) if last > end else None
         return staleness(view, last_position=last, last_message_at=first or now,
                          max_turns=self.max_turns_behind, max_seconds=self.max_seconds_behind, now=now,
-                         first_uncovered_at=first)
+                         first_uncovered_at=first, bound_at=self._bound_at(conversation_id, view, first, now))
+
+    def _bound_at(self, conversation_id: str, view: SummaryView | None, first: float | None,
+                  now: float) -> float | None:
+        """For a view with no version whose first uncovered turn is stamped ahead of
+        `now` (tiers.warm `staleness`: then unknown), when the conversation was created
+        (by the server's clock), an upper bound of its wait; None otherwise (one read,
+        only then)."""
+        if view is not None or first is None or first <= now:
+            return None
+        row = self.cold.conversation(conversation_id)
+        return None if row is None else float(row["created_at"])
 
     def stale_views(self, limit: int) -> list[ViewKey]:
         """Views over their freshness budget, most behind first (by the larger of
@@ -1170,10 +1207,14 @@ class ViewMaintainer:
                         continue
                     behind = True
                     first = self.warm.created_at(conv, e + 1)
-                    st = staleness(None, last_position=last, last_message_at=now,
-                                   max_turns=self.max_turns_behind, max_seconds=self.max_seconds_behind,
+                    # a first uncovered turn stamped ahead of the clock: the view's age
+                    # bounds the wait instead (tiers.warm `staleness`), read only then
+                    ahead = first is not None and first > now
+                    st = staleness(self.warm.latest(conv, kind) if ahead else None, last_position=last,
+                                   last_message_at=now, max_turns=self.max_turns_behind,
+                                   max_seconds=self.max_seconds_behind,
                                    now=now, first_uncovered_at=first if first is not None else now,
-                                   turns_behind=last - e)
+                                   turns_behind=last - e, bound_at=f.created_at)
                     if st.over_budget:
                         found.append((st.severity(self.max_turns_behind, self.max_seconds_behind),
                                       (conv, kind, ""), st))
@@ -1257,9 +1298,11 @@ class ViewMaintainer:
                 del scan.pending[sid]
                 continue
             scan.pending[sid] = items
-            st = staleness(None, last_position=0, last_message_at=now, max_turns=self.max_turns_behind,
+            ahead = items[0][1] > now  # stamped ahead of the clock: the view's age bounds it
+            st = staleness(self.warm.latest(conv, "session", sid) if ahead else None, last_position=0,
+                           last_message_at=now, max_turns=self.max_turns_behind,
                            max_seconds=self.max_seconds_behind, now=now, first_uncovered_at=items[0][1],
-                           turns_behind=len(items))
+                           turns_behind=len(items), bound_at=created_at)
             if st.over_budget:
                 severity = st.severity(self.max_turns_behind, self.max_seconds_behind)
                 out.append((severity, (conv, "session", sid), st))

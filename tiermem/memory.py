@@ -1873,9 +1873,19 @@ class Memory:
           retracted before it read its sources (a summarizer restating the old value:
           STILL_OUTDATED_ERROR, recorded and backed off alike, its version stored).
 
+        - a view whose lease another process holds (its refresh under way) while the view
+          is still behind the log or has none yet is not counted as refreshed: it is in
+          `skipped` (SKIP_HELD, "held by another refresher"), so `complete` is False.
+
         Answers a `Consolidated`, an int: how many views were refreshed (a new version
-        or found current; the erased ones not counted)."""
-        from tiermem.consolidation.scheduler import Consolidated, RefreshFailure, sweep
+        or found current; the erased and the held ones not counted)."""
+        from tiermem.consolidation.scheduler import (
+            SKIP_HELD,
+            Consolidated,
+            RefreshFailure,
+            SkippedView,
+            sweep,
+        )
         from tiermem.tiers.files import storage_problem
 
         if conversation_id is None:
@@ -1893,12 +1903,16 @@ class Memory:
         _name, _ns, conv = self._key(conversation_id, namespace)
         self.cold.index_pending(conversation_id=conv)
         failed: list[tuple[str, str, Exception]] = []
-        views = self.views.refresh_all(conv, failed)  # each refresh in the conversation's memo scope
+        held: list[tuple[str, str]] = []
+        views = self.views.refresh_all(conv, failed, held)  # each refresh in the conversation's memo scope
         # a view whose summarizer failed keeps its previous version, which refresh_all
-        # answers too (none when it had none): refreshed, it is not
-        kept = sum(1 for kind, key, _cause in failed if any(v.kind == kind and v.key == key for v in views))
-        return Consolidated(len(views) - kept, picked=len(views) - kept + len(failed),
-                            failures=tuple(RefreshFailure(conv, kind, key, cause) for kind, key, cause in failed))
+        # answers too (none when it had none): refreshed, it is not; nor is one whose
+        # lease another process holds while it is behind (its stale version answered)
+        left = {(kind, key) for kind, key, _cause in failed} | set(held)
+        covering = sum(1 for v in views if (v.kind, v.key) not in left)
+        return Consolidated(covering, picked=covering + len(left),
+                            failures=tuple(RefreshFailure(conv, kind, key, cause) for kind, key, cause in failed),
+                            skipped=tuple(SkippedView(conv, kind, key, SKIP_HELD, "") for kind, key in held))
 
     def _summaries(self, conv: str) -> list[SummaryBlock]:
         """The warm views the planner may show, with their staleness; the latest fold
@@ -1934,7 +1948,7 @@ class Memory:
         first = self.warm.created_at(conv, cp.position + 1) if last > cp.position else None
         st = staleness(None, last_position=last, last_message_at=first or now, max_turns=self.views.max_turns_behind,
                        max_seconds=self.views.max_seconds_behind, now=now, first_uncovered_at=first,
-                       turns_behind=last - cp.position)
+                       turns_behind=last - cp.position, bound_at=cp.created_at)
         return [SummaryBlock("checkpoint", 1, 0, cp.position, shown, st.turns_behind, st.seconds_behind,
                              st.over_budget, tier="cold", whole=fold_lines is None)]
 

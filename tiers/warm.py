@@ -228,10 +228,19 @@ def staleness(
     now: float,
     first_uncovered_at: float | None = None,
     turns_behind: int | None = None,
+    bound_at: float | None = None,
 ) -> Staleness:
-    """See `WarmStore.staleness`."""
+    """See `WarmStore.staleness`. The one rule for a stamp ahead of `now`: a
+    `first_uncovered_at` later than `now` (a client's clock ahead of the server's, its
+    `created_at` taken as given) says nothing of how long the turn has waited, so it
+    counts as unknown: the upper bound stands in (now - the view's created_at; for a
+    view with no version, now - `bound_at`, the conversation's creation or its first
+    turn's stamp, when given). Taken as is it made every such view 0 s behind, never
+    over its seconds budget, for as long as the stamp stayed ahead."""
     end = view.end_position if view is not None else -1
     behind = max(0, last_position - end) if turns_behind is None else max(0, turns_behind)
+    if first_uncovered_at is not None and first_uncovered_at > now:
+        first_uncovered_at = None
     if behind == 0:
         seconds = 0.0
     elif first_uncovered_at is not None:
@@ -239,6 +248,9 @@ def staleness(
     elif view is not None:
         # upper bound: the log moved on some time after the view was made
         seconds = max(0.0, now - view.created_at)
+    elif bound_at is not None:
+        # upper bound: no turn of it was written before the conversation began
+        seconds = max(0.0, now - bound_at)
     else:
         # lower bound: at least the newest message has waited this long
         seconds = max(0.0, now - last_message_at)
@@ -610,8 +622,9 @@ class WarmStore:
         """How far `view` (None: never written) is behind a log whose last position is
         `last_position`. Turns behind = last_position - end_position. Seconds behind =
         now - `first_uncovered_at` (when the oldest message the view lacks was
-        written); without it, the view's age bounds it (now - created_at), and for a
-        missing view now - `last_message_at` is used. Over budget when some turn is
+        written); without it, or when it is later than `now` (a client's clock ahead),
+        the view's age bounds it (now - created_at), and for a missing view
+        now - `last_message_at` is used. Over budget when some turn is
         uncovered and turns > max_turns or seconds > max_seconds."""
         if not (max_turns >= 0 and max_seconds >= 0 and math.isfinite(now)):
             raise ValidationError("staleness", "budgets must be >= 0 and now finite")
