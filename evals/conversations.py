@@ -121,6 +121,7 @@ from tiermem.tiers.errors import (
     DataFileError,
     ImportConflict,
     ImportErased,
+    ImportOfErased,
     LimitExceeded,
     PositionMismatch,
     ValidationError,
@@ -593,9 +594,15 @@ class ConversationCount:
     n_probes: int = 0
     digests: bytearray = field(default_factory=bytearray)  # body_digest of each message, in order
     checks: bytearray = field(default_factory=bytearray)  # message_digest of each message, in order
+    # the oldest created_at its lines give (Unix seconds; None: none gives one, all are
+    # written now): compared with the conversation's erasure (`import_dataset`)
+    oldest: float | None = None
 
     def add(self, msg: dict[str, Any]) -> None:
         self.n_messages += 1
+        at = msg.get("created_at")
+        if isinstance(at, int | float) and not isinstance(at, bool) and (self.oldest is None or at < self.oldest):
+            self.oldest = float(at)
         self.digests += body_digest(_body(msg))
         self.checks += message_digest(msg)
 
@@ -1150,8 +1157,22 @@ def stored_prefix(memory: Any, conv: ConversationCount, namespace: str) -> tuple
 Source = Dataset | FileData  # what an import writes from
 
 
+def erased_in_file(memory: Any, counts: list[ConversationCount], namespace: str) -> ImportOfErased | None:
+    """The refusal of the first conversation of `counts` erased on request in `namespace`
+    (a tombstone of reason 'erase') whose file lines include one created at or before
+    that erasure: the erased data from a copy made before it (None: none is). Lines
+    created after it are a new conversation of the same name, as an append after the
+    erasure is. A pruned conversation is not refused (`ImportOfErased`)."""
+    erasures = memory.cold.erasures_of(namespace, [c.conversation_id for c in counts])
+    for c in counts:
+        at = erasures.get(c.conversation_id)
+        if at is not None and c.oldest is not None and c.oldest <= at:
+            return ImportOfErased(c.conversation_id, at, c.oldest)
+    return None
+
+
 def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 1000,
-                   progress: Any = None, finished: Any = None) -> ImportReport:
+                   progress: Any = None, finished: Any = None, restore_erased: bool = False) -> ImportReport:
     """Append every conversation of `data` in `namespace`, from `data.rows()` in file order,
     each conversation in chunks of `batch` (at most `MAX_PENDING_CHUNKS` chunks' worth of
     messages wait at once: past it, every conversation's partial chunk is appended).
@@ -1177,9 +1198,18 @@ def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 10
     file changed during the second reading) stops the import at that message with a
     DataFileError; chunks appended before it stay. `finished(n, name)` is called once a
     conversation is all written, with the messages it appended and its name
-    (tiermem/ingest.py)."""
+    (tiermem/ingest.py).
+
+    A conversation erased on request whose lines in the file were created at or before
+    its erasure (an export made before it) is refused, ImportOfErased naming it and the
+    erasure's time, before anything of the file is written: an erasure is not undone by
+    restoring an old copy, unless `restore_erased` says so (`erased_in_file`)."""
     report = ImportReport(bad_lines=list(data.bad))
     counts = data.counts()
+    if not restore_erased:
+        refusal = erased_in_file(memory, counts, namespace)
+        if refusal is not None:
+            raise refusal
     # check every conversation before writing any, so a conflict writes nothing
     seen = {c.conversation_id: stored_prefix(memory, c, namespace) for c in counts}
     starts = {cid: n for cid, (_token, n) in seen.items()}

@@ -52,7 +52,8 @@ from tiermem.tiers.store import INDEX_POOL_BATCHES
 
 
 def import_and_index(memory: Any, data: Source, *, namespace: str, batch: int = 1000,
-                     progress: Any = None, embedded: Any = None) -> tuple[ImportReport, int]:
+                     progress: Any = None, embedded: Any = None,
+                     restore_erased: bool = False) -> tuple[ImportReport, int]:
     """`import_dataset(memory, data, ...)` with the embedding catch-up beside it; returns
     the import's report and how many turns the catch-up embedded. `progress(n)` is the
     import's (messages written), `embedded(n)` the catch-up's (turns stored with vectors),
@@ -60,7 +61,8 @@ def import_and_index(memory: Any, data: Source, *, namespace: str, batch: int = 
     cold = memory.cold
     if getattr(cold, "embedder", None) is None or not hasattr(cold, "read_gate"):
         # nothing to embed with, or a store whose reads cannot be held: the two steps
-        report = import_dataset(memory, data, namespace=namespace, batch=batch, progress=progress)
+        report = import_dataset(memory, data, namespace=namespace, batch=batch, progress=progress,
+                                restore_erased=restore_erased)
         return report, memory.catch_up() if getattr(cold, "embedder", None) is not None else 0
     pool = memory.config.embedding_batch_size * INDEX_POOL_BATCHES  # what index_pending reads at once
     cond = threading.Condition()
@@ -109,7 +111,7 @@ def import_and_index(memory: Any, data: Source, *, namespace: str, batch: int = 
     indexer.start()
     try:
         report = import_dataset(memory, data, namespace=namespace, batch=batch, progress=progress,
-                                finished=finished)
+                                finished=finished, restore_erased=restore_erased)
     except BaseException:
         stop.set()
         raise

@@ -255,6 +255,7 @@ def summary_problem(row: Sequence[Any]) -> str | None:
     return None
 
 CONTROL_QUERY_KEYS = 500  # conversation ids per IN (...) list (SQLite allows 32766 parameters)
+ERASURES_OF_NAMES = 500  # conversation names per IN (...) list of `erasures_of`
 # checkpoints read, newest first, for the newest one that can be read (latest_checkpoint)
 CHECKPOINT_LOOKBACK = 5
 
@@ -1165,6 +1166,22 @@ class SharedQueries:
         erasure or prune committed after a mark has a tombstone past it (`erased_after`)."""
         rows = self._q("SELECT MAX(id) FROM tombstones")
         return int(rows[0][0]) if rows and rows[0][0] is not None else 0
+
+    def erasures_of(self, namespace: str, names: Sequence[str]) -> dict[str, float]:
+        """The latest erasure on request (a tombstone of reason 'erase', not 'prune') of
+        each of `names` in `namespace` that has one: name -> its deleted_at (Unix seconds).
+        Read by an import, which refuses to bring back rows older than it
+        (tiermem.evals.conversations: `import_dataset`). Names in groups of
+        ERASURES_OF_NAMES, so no statement passes a driver's limit on parameters."""
+        out: dict[str, float] = {}
+        names = list(dict.fromkeys(names))
+        for i in range(0, len(names), ERASURES_OF_NAMES):
+            group = names[i:i + ERASURES_OF_NAMES]
+            marks = ", ".join("?" for _ in group)
+            rows = self._q("SELECT name, MAX(deleted_at) FROM tombstones WHERE namespace = ? AND reason = 'erase' "
+                           f"AND name IN ({marks}) GROUP BY name", (namespace, *group))
+            out.update({str(n): float(at) for n, at in rows})
+        return out
 
     def erased_after(self, mark: int, limit: int) -> tuple[int, list[tuple[int, str]]]:
         """The newest tombstone's id (`erasure_mark`) and the (tombstone id, key) of the

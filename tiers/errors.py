@@ -8,6 +8,7 @@ exceptions still catch them, and builds its message from its arguments.
 from __future__ import annotations
 
 import ast
+import datetime as dt
 import os
 import re
 from typing import TYPE_CHECKING, Self
@@ -851,6 +852,28 @@ class ImportErased(ImportConflict):
             f"conversation {conversation_id!r} was erased while it was imported (the import was to go on at "
             f"position {position}; {written} of its message(s) written by this import went with it); nothing "
             "more of it was written: import the file again to write it whole",
+        )
+
+
+class ImportOfErased(ImportConflict):
+    """An import (or a merge) that would bring back a conversation erased on request: the
+    file holds lines of it created at or before its erasure (`erased_at`, Unix seconds,
+    the tombstone's deleted_at), so they are the erased data, from a copy made before.
+    Refused before anything of the file is written; `--restore-erased`
+    (`restore_erased=True`) writes them all the same. A conversation pruned (retention,
+    not a request) is not refused: its re-import is a restore, and the next prune takes
+    it again, its messages being as old as they were."""
+
+    def __init__(self, conversation_id: str, erased_at: float, oldest: float) -> None:
+        self.erased_at = erased_at
+        self.oldest = oldest
+        super().__init__(conversation_id, 0)
+        when, first = (dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds") for t in (erased_at, oldest))
+        self.args = (
+            f"conversation {conversation_id!r} was erased on request at {when}, and the file holds lines of it "
+            f"created before then (the oldest at {first}): "
+            "they are the erased data; nothing was written. Leave it out of the file, or pass --restore-erased "
+            "(restore_erased=True) to restore what someone asked to erase",
         )
 
 
