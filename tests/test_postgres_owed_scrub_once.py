@@ -15,7 +15,17 @@ must wait out) holds the first VACUUM FULL until both servers have started their
 before, both VACUUMs are seen waiting on it; now one is, and the other server has
 returned. The count of rewrites is the messages table's manual ANALYZE counter
 (pg_stat_user_tables.analyze_count: each `VACUUM (FULL, ANALYZE)` adds one; a plain
-VACUUM FULL is not counted by vacuum_count) and the servers' "finished" log lines."""
+VACUUM FULL is not counted by vacuum_count) and the servers' "finished" log lines.
+
+On a database of its own (`own_database`), not the worker's shared one: the owed marker
+here ('1') names no erasure's xid, so the scrub counts every snapshot of its database
+older than its rewrite (SNAPSHOT_HOLDERS_SQL), whoever holds it. On the shared database a
+session of no process of this test, in a transaction that outlived the whole rewrite (an
+xid or a snapshot: another test's on that worker), made the scrub log "the tables were
+rewritten all the same, not scrubbed ... Held by: backend pid N" and finish nothing, at
+random (a CI run, 3 workers on 2 cores; 0/20 alone). Only the test's own sessions (the
+servers', the reader's, its polls) are in this database: one of ours holding a snapshot
+still fails it."""
 
 from __future__ import annotations
 
@@ -23,10 +33,15 @@ import os
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+import pytest
 from pg_server import fresh_schema
+from psycopg import sql as pgsql
 
 from tiermem.tiers.cold import SCRUB_PENDING_KEY
 from tiermem.tiers.models import Message
@@ -63,6 +78,20 @@ store.close()
 """
 
 
+@pytest.fixture
+def own_database(pg_url: str) -> Iterator[str]:
+    """The URL of a new database on the worker's server, dropped (its sessions ended) at
+    the end: no session of another test is in it, so none is counted as a snapshot holder."""
+    name = "owed_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(name)))
+    try:
+        yield urlunsplit(urlsplit(pg_url)._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(pgsql.Identifier(name)))
+
+
 def analyze_count(url: str, schema: str) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute("SELECT analyze_count FROM pg_stat_user_tables WHERE schemaname = %s "
@@ -79,9 +108,10 @@ def vacuums_waiting(url: str) -> int:
     return int(row[0]) if row else 0
 
 
-def test_two_servers_finishing_one_owed_scrub_rewrite_once(pg_url: str, counter: BpeTokenCounter,
+def test_two_servers_finishing_one_owed_scrub_rewrite_once(own_database: str, counter: BpeTokenCounter,
                                                            tmp_path: Path) -> None:
-    schema = fresh_schema()
+    pg_url = own_database
+    schema = fresh_schema()  # dropped with its database (the shared one's drop finds none)
     store = PostgresStore(pg_url, tokens=counter, schema=schema)
     try:
         for i in range(TURNS):
