@@ -109,6 +109,7 @@ from tiermem.tiers.zones import optional_timezone
 if TYPE_CHECKING:
     import pydantic
     from rich.console import Console
+    from rich.text import Text
 
     from tiermem.config import Config
     from tiermem.memory import Memory
@@ -691,12 +692,30 @@ def _edge_console_class() -> type[Console]:
     from rich.console import Console
 
     class EdgeConsole(Console):
+        def render_str(self, text: str, **options: Any) -> Text:
+            # every plain string a command prints (table cells, titles) is stored or
+            # user-given text: its control characters are shown, not sent to the terminal
+            return super().render_str(terminal_text(text), **options)
+
         def on_broken_pipe(self) -> None:
             # rich's own exits 1 on the spot: the CLI's edge decides, as for click.echo
             self.quiet = True
             raise BrokenPipeError(errno.EPIPE, "the reader of standard output went away")
 
     return EdgeConsole
+
+
+# C0 and C1 control characters (and DEL) but the newline and the tab: what a terminal acts on
+# (ESC sequences retitle it, clear it, colour what follows; BEL, backspace, carriage return)
+_CONTROL_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_text(text: str) -> str:
+    """`text` as shown on a terminal: each control character but \\n and \\t as a visible
+    escape (`\\x1b`). Stored messages, ids and session ids are shown by the table commands
+    and `context`; an ESC sequence in one reached the terminal raw. Not for --json or export
+    output, which stays byte-exact."""
+    return _CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def rich_console(**options: Any) -> Console:
@@ -706,7 +725,9 @@ def rich_console(**options: Any) -> Console:
 
 
 def _console(stderr: bool = False) -> Console:
-    return rich_console(stderr=stderr, highlight=False, soft_wrap=False)
+    # no markup and no emoji codes: a string printed is stored or user-given text, where
+    # `[/i]` raised MarkupError, `[red]x[/red]` was coloured and the id `user:id:7` an emoji
+    return rich_console(stderr=stderr, highlight=False, soft_wrap=False, markup=False, emoji=False)
 
 
 def _emit_json(obj: Any) -> None:
@@ -1572,10 +1593,11 @@ def context(
     con = _console()
     piped = not con.is_terminal  # piped output keeps its lines whole (no wrapping at 80 columns)
     for m in ctx.messages:
-        con.print(Rule(Text(str(m.get("role") or m.get("type") or "?"), style="bold"), align="left"))
-        con.print(Text(message_text(m)), soft_wrap=piped)
+        con.print(Rule(Text(terminal_text(str(m.get("role") or m.get("type") or "?")), style="bold"),
+                       align="left"))
+        con.print(Text(terminal_text(message_text(m))), soft_wrap=piped)
     con.print(Rule(Text(f"plan: {ctx.tokens}/{budget} tokens", style="bold"), align="left"))
-    con.print(Text(ctx.plan.explain()), soft_wrap=piped)
+    con.print(Text(terminal_text(ctx.plan.explain())), soft_wrap=piped)
 
 
 @cli.command()
