@@ -2277,9 +2277,13 @@ def open_with_fallback(config: Config, *, embedder: Embedder | None = None,
     whose `hot_unavailable` says why (stats and /healthz report the hot tier unhealthy);
     the second value is that error (None when the hot tier is on). The cold store's own
     errors (read-only and must not be read, unreachable) are raised, not retried."""
+    # the tuple before the try: evaluated in the except clause, it imported redis there, and
+    # after a Ctrl-C that cut that import short the half-made module raised AttributeError
+    # (chained on the KeyboardInterrupt: exit 1, not 130)
+    errors = hot_start_errors()
     try:
         return Memory(config, embedder=embedder, hot=True, background_indexing=background_indexing), None
-    except hot_start_errors() as exc:
+    except errors as exc:
         from tiermem.tiers.errors import StorageReadOnly, StoreUnavailable
 
         if isinstance(exc, StorageReadOnly | StoreUnavailable):
