@@ -87,7 +87,10 @@ Invariants:
   next stored pool) waits in the target for its next append's catch-up.
 - Refused before anything is written: a target that already holds conversations, keys or
   tombstones (unless `into_non_empty`, and then no source key or name may be in use
-  there), the source itself, a row of the user's data the target cannot store (PostgreSQL
+  there; a source conversation of a name the target erased on request, created at or
+  before that erasure, is refused naming the erasure, since it is the erased data from a
+  copy made before it: `tiermem import --restore-erased` restores it knowingly), the
+  source itself, a row of the user's data the target cannot store (PostgreSQL
   text holds no NUL; derived text has a space in its place, above),
   vectors of another width than the target's, or of another recorded model, source ids
   that numbered after the target's would pass MAX_ROW_ID. A target schema or file this
@@ -250,6 +253,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import hashlib
 import json
 import logging
@@ -1126,6 +1130,16 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
     # conversation after a run copied it (a source's erased key is no conversation there),
     # where the tombstone is that incarnation's (`_same_incarnation`)
     erased_there = {str(s[0]): s for s in stones} if report.resumed else {}
+    # each name the target erased on request (ns, name) -> the latest erasure's deleted_at:
+    # a source conversation of that name created by then is the erased data from a copy
+    # made before it, not copied back (as `tiermem import` refuses it: ImportOfErased).
+    # The key rules below refuse it too (the target issued the name's bare key, and so did
+    # the source), but their message said nothing of an erasure; this one names it
+    erasures: dict[tuple[str, str], float] = {}
+    for stone in stones:
+        named = (str(stone[1]), str(stone[2]))
+        if stone[3] == "erase" and float(stone[8]) > erasures.get(named, float("-inf")):
+            erasures[named] = float(stone[8])
     todo: list[str] = []
     grown: list[str] = []
     erased: list[str] = []
@@ -1150,6 +1164,11 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
                                    f"copied: the target issued that key to its own conversation {stone[2]!r} of "
                                    f"namespace {stone[1]!r}, since erased (its tombstone), and a key is never given "
                                    "to a second conversation; nothing was written: copy into an empty target")
+        if not report.resumed and (ns, name) in erasures:  # a resumed run: `erased_there` above
+            with src.read() as sc:
+                created = src.created_at(sc, key)
+            if created is not None and float(created) <= erasures[(ns, name)]:
+                raise MigrationRefused(dst.label, _erased_there_text(ns, name, float(created), erasures[(ns, name)]))
         if names.get((ns, name), key) != key:
             raise MigrationRefused(dst.label, f"conversation {name!r} of namespace {ns!r} exists there under "
                                    "another key")
@@ -1557,6 +1576,17 @@ def _reserve_grown(dst: _Side, c: Conn, plan: _Plan, rec: Record) -> None:
                                f"{plan.id_offset}, would pass the largest id, {MAX_ROW_ID}")
     plan.id_top = high
     dst.reserve_ids(c, high)
+
+
+def _erased_there_text(ns: str, name: str, created: float, erased_at: float) -> str:
+    """MigrationRefused's reason for a source conversation the target erased on request
+    (its tombstone of reason 'erase' by `name` in `ns`, at `erased_at`) created at or
+    before that erasure (`created`): copied, the erased data would be back."""
+    when, since = (dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds") for t in (erased_at, created))
+    return (f"conversation {name!r} of namespace {ns!r} was erased there on request at {when}, and the source's "
+            f"(created {since}) is from before then: copied, the erased data would be back; nothing was written: "
+            "erase it in the source first, or, to restore it knowingly, import its export with "
+            "`tiermem import --restore-erased`")
 
 
 def _same_incarnation(stone: Sequence[Any], ns: str, name: str, created_at: Any) -> bool:
