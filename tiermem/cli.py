@@ -855,7 +855,7 @@ class OutputPath(click.Path):
         path = super().convert(value, param, ctx)
         if self.allow_dash and str(path) == "-":
             return path
-        problem = output_path_problem(os.fsdecode(path)) or _store_file_problem(path, ctx)
+        problem = output_path_problem(os.fsdecode(path)) or _store_file_problem(os.fsdecode(path), ctx)
         if problem is not None:
             self.fail(problem, param, ctx)
         return path
@@ -1274,12 +1274,21 @@ def _read_messages(source: IO[str], name: str) -> list[dict[str, Any]]:
     except UnicodeDecodeError as exc:  # --json-file is decoded strictly: say which file, and where
         raise CliError(f"{name} is not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start} "
                        f"({exc.reason})") from None
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte order mark (Windows editors): import skips it too
     if not text.strip():
         raise CliError(f"no JSON message on {name}")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CliError(f"invalid JSON on {name}: {exc}") from None
+    except ValueError as exc:
+        # not the decoder's: Python's limit on an integer's digits is a bare ValueError
+        # naming no input (and advising a Python call)
+        detail = " ".join(str(exc).split()).split("; use sys.set_int_max_str_digits")[0]
+        raise CliError(f"invalid JSON on {name}: {detail}") from None
+    except RecursionError:
+        # the decoder recurses per level (~1,000 deep); no message nests anywhere near that
+        raise CliError(f"invalid JSON on {name}: nested too deeply to read") from None
     items = doc if isinstance(doc, list) else [doc]
     if not items:
         raise CliError(f"{name} holds an empty list: nothing to append")
