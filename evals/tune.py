@@ -100,7 +100,7 @@ from tiermem.evals.locomo import QA, EvidenceCounts, Question, Record, score, su
 from tiermem.memory import Memory
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.errors import BudgetTooSmall, ValidationError
-from tiermem.tiers.models import ENVELOPE_FIELDS, message_text
+from tiermem.tiers.models import ENVELOPE_FIELDS, MAX_BUDGET_TOKENS, message_text
 from tiermem.tiers.tokens import messages_tokens
 
 MAX_CANDIDATES = 64  # a grid is a product: refuse one that would run for hours by mistake
@@ -118,6 +118,8 @@ def parse_budgets(text: str) -> list[int]:
         raise ValidationError("budgets", f"{text!r} is not a comma-separated list of integers") from None
     if not out or out[0] < 1:
         raise ValidationError("budgets", f"{text!r}: give at least one positive number of tokens")
+    if out[-1] > MAX_BUDGET_TOKENS:  # what context() takes: refused here, not after the run began
+        raise ValidationError("budgets", f"{out[-1]} is over the most a budget may be ({MAX_BUDGET_TOKENS} tokens)")
     return out
 
 
