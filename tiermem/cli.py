@@ -440,6 +440,16 @@ class TiermemGroup(click.Group):
                     raise
                 click.echo(f"error: {STARTING_TEXT}", err=True)
                 raise click.exceptions.Exit(INTERRUPTED_EXIT) from None
+            except BrokenPipeError:
+                raise  # a closed pipe: quietly, as above
+            except OSError as exc:  # `--help > /dev/full`: one line, as a command's output, not a traceback
+                if debug_requested(args):
+                    raise
+                from tiermem.tiers.errors import OutputUnwritable
+
+                _discard_stdout()
+                click.echo(f"error: {one_line(OutputUnwritable(STANDARD_OUTPUT, exc))}", err=True)
+                raise click.exceptions.Exit(1) from None
         ctx.meta[COMMAND_LINE_KEY] = list(args)
         return ctx
 
