@@ -133,14 +133,18 @@ def check_expected(name: str, key: str, found: int, expect_position: int, expect
     """A conditional append's check (`ColdLog.append_batch`), inside its transaction:
     `key` and `found` are the conversation's incarnation and next position as the
     transaction sees them (found 0 for one it has just created: `created`, which the
-    refusal rolls back). An incarnation that is not the one expected is refused naming
-    the conversation's incarnation now (its token in database `db_uuid`, never the key),
-    or that it has none (no conversation of that id: the one created here goes)."""
+    refusal rolls back). Either refusal (an incarnation that is not the one expected, a
+    position that is not) names the conversation's incarnation now (its token in database
+    `db_uuid`, never the key), or that it has none (no conversation of that id: the one
+    created here goes). It tells the caller nothing it may not learn: an append to the
+    conversation, which its namespace lets it make, answers the same token. A position
+    mismatch that named none read as "no such conversation" at the HTTP client, which
+    has only the 409 body to go by."""
+    now = None if created else incarnation_token(db_uuid, key)
     if expect_key is not None and key != expect_key:
-        raise PositionMismatch(name, expect_position, None, exists=not created,
-                               found_incarnation=None if created else incarnation_token(db_uuid, key))
+        raise PositionMismatch(name, expect_position, None, exists=not created, found_incarnation=now)
     if found != expect_position:
-        raise PositionMismatch(name, expect_position, found)
+        raise PositionMismatch(name, expect_position, found, exists=not created, found_incarnation=now)
 
 
 class ColdLog(Protocol):

@@ -496,8 +496,7 @@ class PositionMismatchOut(ErrorOut):
         "pruned since, whether or not the id was written again, or a token it never had)"))
     expected_incarnation: str | None = Field(description="the `expect_incarnation` sent, null when none was")
     found_incarnation: str | None = Field(description=(
-        "where `found_position` is null: the conversation's incarnation now, null when no conversation of that "
-        "id exists"))
+        "the conversation's incarnation now, null when no conversation of that id exists"))
 
 
 class ErrorItem(BaseModel):
