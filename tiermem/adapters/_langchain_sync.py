@@ -77,16 +77,6 @@ A context that showed a retracted row ends its prompt-cache epoch (`planner.buil
 items it showed were retracted or edited).
 A message removed from the state (`RemoveMessage`) is not retracted: removing old
 messages is how a graph keeps its state short, and the past is what tiermem supplies.
-A fork is the exception (`forks=True`, what the LangGraph adapters make for a thread's
-own conversation: time travel, a run from an earlier checkpoint): a state whose stored
-messages are the log's first visible rows, in order, followed by new messages, while
-the log holds visible rows after them that the state does not (each with a LangChain
-id: this thread's own) continues another branch. Those rows are retracted (retraction
-rows, one conditional append before the new messages; nothing deleted), logged at
-INFO, so contexts follow the branch being run, not both; `history()` keeps them. A
-state that holds no stored message (a graph without a checkpointer: tiermem supplies
-the past), or a conversation several threads write (`shared_across_threads`), is
-never a fork.
 For that reason the summary langchain's `SummarizationMiddleware` puts in their place (a
 human message marked `lc_source: summarization`, `is_summary`) is not stored, nor taken
 for the latest human message: tiermem holds the messages it summarised.
@@ -124,7 +114,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import logging
 import pickle
 import sys
 from collections.abc import Callable, Sequence
@@ -166,8 +155,6 @@ from tiermem.tiers.errors import EditConflict, EditTooLong, PositionMismatch, Va
 from tiermem.tiers.formats import CLEAR_TYPE, RETRACT_TYPE
 from tiermem.tiers.models import MAX_BUDGET_TOKENS, StoredMessage, check_int
 from tiermem.tiers.zones import optional_timezone
-
-log = logging.getLogger(__name__)
 
 # the `additional_kwargs` item langchain's SummarizationMiddleware marks its summary with
 SUMMARY_MARK = ("lc_source", "summarization")
@@ -407,7 +394,7 @@ class ConversationSync:
 
     def __init__(self, memory: MemoryLike, conversation_id: str, *, budget: int = DEFAULT_BUDGET_TOKENS,
                  system: str | None = None, timezone: str | None = None, namespace_recall: bool = True,
-                 cache_marks: int = 0, system_messages: str | None = None, forks: bool = False,
+                 cache_marks: int = 0, system_messages: str | None = None,
                  truncate_latest: bool = False) -> None:
         self.memory = check_memory(memory)
         # refused here, not after the turn is stored (the first context planned mid-run)
@@ -416,9 +403,6 @@ class ConversationSync:
             raise ValidationError("truncate_latest", f"must be True or False, got {truncate_latest!r}")
         # a latest message over the budget is cut to fit (`Memory.context`), not refused (`BudgetTooSmall`)
         self.truncate_latest = truncate_latest
-        # whether a state that is the log's beginning plus new messages retracts the rest
-        # of the log (a fork: the module's docstring); only where one state writes it
-        self.forks = forks
         self.conversation_id = conversation_id
         self.budget = budget
         self.system = system
@@ -567,20 +551,6 @@ class ConversationSync:
                 if not new and not edited:
                     self._ended(messages, start, keys, snaps, idless)
                     return written
-                abandoned = self._abandoned(messages) if self.forks and new and not edited and not start else []
-                if abandoned:
-                    log.info("conversation %r: the state continues an earlier point of the log (a fork, time "
-                             "travel): %d later rows of another branch retracted (positions %d-%d)",
-                             self.conversation_id, len(abandoned), abandoned[0], abandoned[-1])
-                    at = None if self._last is None else self._last.position + 1
-                    try:
-                        for chunk in append_chunks(self.memory, [{"type": RETRACT_TYPE, "position": p}
-                                                                 for p in abandoned]):
-                            cond = at if conditional_appends(self.memory) else None
-                            at = append_bodies(self.memory, self.conversation_id, chunk, expect_position=cond)[-1] + 1
-                    except PositionMismatch:
-                        pass  # the log moved: read it again and plan anew
-                    continue
                 batch, retracted, mine = self._batch(edited, new)
                 fields = [f"messages[{i}]" for i in new_at]
                 copied = 2 * retracted  # the edit's own rows open the batch: its retractions and copies
@@ -705,26 +675,6 @@ class ConversationSync:
                     self._synced[lc_id] = _Digest(kept)
             self._state, self._state_ids = snaps, set(keys)
         self._state_idless = idless
-
-    def _abandoned(self, messages: Sequence[BaseMessage]) -> list[int]:
-        """The positions of the visible rows a fork leaves behind (the module's docstring):
-        where the ids of the state's stored messages are, in order, those of the log's
-        first visible rows, and every visible row after them holds a LangChain id the state
-        does not; else none."""
-        held: list[str] = []
-        for m in messages:
-            if m.id and m.id in self._seen and m.id not in held:
-                held.append(m.id)
-        rows = sorted(self._id_at.items())
-        if not held or len(rows) <= len(held):
-            return []
-        if [lc_id for _, lc_id in rows[:len(held)]] != held:
-            return []
-        later = rows[len(held):]
-        state_ids = {m.id for m in messages if m.id}
-        if any(lc_id is None or lc_id in state_ids for _, lc_id in later):
-            return []
-        return [position for position, _ in later]
 
     def _limit(self) -> int | None:
         """The store's metadata byte limit (a `Client` asks its server once)."""

@@ -224,7 +224,6 @@ class ThreadConversations:
                                                               namespace_recall=self.namespace_recall,
                                                               cache_marks=self.cache_marks,
                                                               system_messages=self.system_messages,
-                                                              forks=not self.shared_across_threads,
                                                               truncate_latest=self.truncate_latest)
             if not self.namespace_recall and not self._told:
                 self._told = True
