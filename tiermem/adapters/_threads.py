@@ -34,17 +34,22 @@ turns it off everywhere, the opt-in too.
 
 A nested agent (a `create_agent` or graph called from a tool or node of the graph, in
 the same thread: the usual sub-agents-as-tools supervisor) inherits the run's thread id,
-but not its checkpoint namespace (`tools:<task id>|model:<task id>`): its conversation
-is the thread id, then its namespace's stable part, the names of the nodes it sits in
-(not the current one, nor the task ids, new at every call), then the agent's name
-where it has one (`create_agent(name=)`: LangChain's `lc_agent_name`), `:` between
-them, so `job-1:tools:researcher` (`run_conversation_key`; a character a conversation id
-may not hold, as `_` in a name). Each nested agent has its own
-conversation, the same at every run, and its turns never land among the supervisor's
-(they orphaned its tool calls there). A top-level run's namespace is its one node:
-its conversation is the thread id, as before. Two unnamed sub-agents called from one
-node share a conversation: name them. A fixed `conversation_id` stays that one
-conversation, nested or not.
+so by default its conversation is the thread id, as every agent's is: its turns land in
+the supervisor's conversation, between the supervisor's tool call and its result. An
+agent whose adapter is made with `sub_agent=True` keeps a conversation of its own in the
+thread instead: the thread id, then the stable part of its checkpoint namespace (the
+names of the nodes it sits in, not the current one, nor the task ids, new at every call),
+then the agent's name where it has one (`create_agent(name=)`: LangChain's
+`lc_agent_name`), `:` between them, so `job-1:tools:researcher` (`run_conversation_key`;
+a character a conversation id may not hold, as `_` in a name), the same at every run.
+Opt-in, so that an agent's conversation never changes under an upgrade (a `create_agent`
+added as a node of a parent graph has a namespace of two segments too: it stays in the
+thread id's conversation, which `delete_conversation(thread_id)` erases). Two unnamed
+sub-agents called from one node share a conversation: name them. `sub_agent=True` needs
+no `conversation_id` (a fixed one stays that one conversation); a key longer than the
+store's `max_id_chars` is refused (`ValidationError` naming `sub_agent` and the limit)
+before anything is written. Erasing a thread erases its sub-agents' conversations too
+only when each is named: `delete_conversation("job-1:tools:researcher")`.
 
 The thread id is the config the framework hands the hook (LangGraph injects a node's
 `config`), else `langgraph.config.get_config()`: the config of the node running (a
@@ -70,6 +75,7 @@ from typing import TYPE_CHECKING, Any
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike, check_memory
 from tiermem.adapters._langchain_sync import ConversationSync
 from tiermem.adapters.langchain import check_cache_marks, check_system_messages
+from tiermem.config import MAX_ID_CHARS_LIMIT
 from tiermem.tiers.errors import ThreadIdMissing, ThreadMismatch, ValidationError, shown
 from tiermem.tiers.models import MAX_BUDGET_TOKENS, check_int
 from tiermem.tiers.zones import optional_timezone
@@ -123,32 +129,43 @@ def run_nesting(config: RunnableConfig | None = None) -> str | None:
     namespace segment is `node:task id`; the last one is the node running, the task ids
     change at every call), then the agent's name (`lc_agent_name`) where it has one,
     each with `_` for a character a conversation id may not hold (`ID_PATTERN`); None
-    for a top-level run (a namespace of one segment, or none)."""
+    where there is neither (a top-level run of an unnamed agent, or no run)."""
     config = run_config(config)
     if config is None:
         return None
     ns = (config.get("configurable") or {}).get("checkpoint_ns")
-    if not isinstance(ns, str):
-        return None
     # NS_SEP "|" between segments, NS_END ":" before a segment's task id: langgraph's own
-    nodes = [segment.split(":", 1)[0] for segment in ns.split("|") if segment][:-1]
-    if not nodes:
-        return None
+    nodes = [segment.split(":", 1)[0] for segment in ns.split("|") if segment][:-1] if isinstance(ns, str) else []
     agent = (config.get("metadata") or {}).get("lc_agent_name")
     if isinstance(agent, str) and agent:
         nodes.append(agent)
-    return ":".join(_NOT_IN_ID.sub("_", node) for node in nodes)
+    return ":".join(_NOT_IN_ID.sub("_", node) for node in nodes) or None
 
 
 def run_conversation_key(config: RunnableConfig | None = None) -> str | None:
-    """The conversation of a run without a fixed `conversation_id`: its thread id, and
-    for a nested agent `thread id:run_nesting` (the module's docstring); None without a
-    thread id."""
+    """The conversation of a run on an adapter made with `sub_agent=True` and without a
+    fixed `conversation_id`: `thread id:run_nesting`, or the thread id where the run has
+    no nesting (the module's docstring); None without a thread id."""
     thread_id = run_thread_id(config)
     if thread_id is None:
         return None
     nesting = run_nesting(config)
     return thread_id if nesting is None else f"{thread_id}:{nesting}"
+
+
+def id_limit(memory: MemoryLike) -> int:
+    """The most characters of a conversation id `memory` creates: a local Memory's
+    `max_id_chars`, a server's as a client reads it, else the largest any config sets."""
+    from tiermem.client import Client
+    from tiermem.memory import Memory, NamespacedMemory
+
+    if isinstance(memory, Memory | NamespacedMemory):
+        return memory.config.max_id_chars
+    if isinstance(memory, Client):
+        limits = memory.limits()
+        if limits is not None:
+            return limits.max_id_chars
+    return MAX_ID_CHARS_LIMIT
 
 
 class ThreadConversations:
@@ -159,7 +176,8 @@ class ThreadConversations:
                  budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
                  shared_across_threads: bool = False, recall_across_threads: bool = False,
                  max_threads: int = DEFAULT_MAX_THREADS, cache_marks: int = 0,
-                 system_messages: str | None = None, truncate_latest: bool = False) -> None:
+                 system_messages: str | None = None, truncate_latest: bool = False,
+                 sub_agent: bool = False) -> None:
         # refused when the adapter is made, not at the first model call mid-run (after the turn is stored)
         self.memory = check_memory(memory)
         self.budget = check_int(budget, "budget", 1, MAX_BUDGET_TOKENS, "tokens")
@@ -181,6 +199,14 @@ class ThreadConversations:
             raise ValidationError("recall_across_threads", "needs no conversation_id: it lets each thread's own "
                                   "conversation (its thread_id) recall the namespace's other threads; a fixed "
                                   "conversation_id recalls the namespace's other conversations already")
+        if type(sub_agent) is not bool:
+            raise ValidationError("sub_agent", f"must be True or False, got {shown(sub_agent)}")
+        if sub_agent and conversation_id is not None:
+            raise ValidationError("sub_agent", "needs no conversation_id: it keys the agent's own conversation "
+                                  "in each thread, thread_id:<nodes>:<agent name>; a fixed conversation_id "
+                                  "is that one conversation already")
+        # a sub-agent's own conversation per thread (the module's docstring); opt-in
+        self.sub_agent = sub_agent
         if type(max_threads) is not int or max_threads < 1:
             raise ValidationError("max_threads", f"must be an int of at least 1, got {shown(max_threads)}")
         self.adapter = adapter
@@ -211,9 +237,9 @@ class ThreadConversations:
         """The `ConversationSync` of the run `config` belongs to (None: the running node's)."""
         thread_id = run_thread_id(config)
         conversation = self.conversation_for(thread_id)
-        if self.conversation_id is None:
-            # a nested agent's own conversation in the thread (the module's docstring)
-            thread_id = conversation = run_conversation_key(config) or conversation
+        if self.sub_agent:
+            # the sub-agent's own conversation in the thread (the module's docstring)
+            thread_id = conversation = self._sub_agent_key(conversation, config)
         with self._lock:
             sync = self._syncs.get(thread_id)
             if sync is not None:
@@ -233,6 +259,21 @@ class ThreadConversations:
             while len(self._syncs) > self.max_threads:
                 self._syncs.popitem(last=False)
             return sync
+
+    def _sub_agent_key(self, thread_id: str, config: RunnableConfig | None) -> str:
+        """`thread_id:<nodes>:<agent name>` (`run_nesting`), refused where it is longer
+        than the store's `max_id_chars` (nothing written yet)."""
+        nesting = run_nesting(config)
+        if nesting is None:
+            return thread_id
+        key = f"{thread_id}:{nesting}"
+        limit = id_limit(self.memory)
+        if len(key) > limit:
+            raise ValidationError("sub_agent", f"{self.adapter}(sub_agent=True) keys this agent's conversation "
+                                  f"thread_id:<nodes>:<agent name>, {shown(key)}, {len(key)} characters: over "
+                                  f"the store's max_id_chars, {limit}; use a shorter thread id or agent name, "
+                                  f"or raise max_id_chars")
+        return key
 
     def cached_threads(self) -> list[str | None]:
         """The thread ids whose `ConversationSync` is kept, least recently used first."""

@@ -11,7 +11,10 @@ one; a run of another thread id is refused (`ThreadMismatch`) unless it was made
 `shared_across_threads=True` (every thread then writes and reads that one conversation).
 Without `conversation_id`, a thread's contexts recall nothing of the other threads (the
 namespace's other conversations: other users, in a support backend) unless it was made
-with `recall_across_threads=True`, for threads that are one user's sessions.
+with `recall_across_threads=True`, for threads that are one user's sessions. A sub-agent
+(an agent called from a tool or node of another, in the same thread) is in the thread id's
+conversation too unless its middleware is made with `sub_agent=True`: then its own,
+`<thread_id>:<nodes>:<agent name>` (`tiermem.adapters._threads`).
 
 Each model call (`wrap_model_call`, and `awrap_model_call` for `ainvoke`/`astream`)
 first appends the agent state's messages that tiermem has not stored yet (matched by
@@ -97,14 +100,15 @@ class TiermemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                  budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
                  shared_across_threads: bool = False, recall_across_threads: bool = False,
                  max_threads: int = DEFAULT_MAX_THREADS, cache_marks: int = 0,
-                 system_messages: str | None = None, truncate_latest: bool = False) -> None:
+                 system_messages: str | None = None, truncate_latest: bool = False,
+                 sub_agent: bool = False) -> None:
         super().__init__()
         self.threads = ThreadConversations(type(self).__name__, memory, conversation_id, budget=budget,
                                            system=system, timezone=timezone,
                                            shared_across_threads=shared_across_threads,
                                            recall_across_threads=recall_across_threads, max_threads=max_threads,
                                            cache_marks=cache_marks, system_messages=system_messages,
-                                           truncate_latest=truncate_latest)
+                                           truncate_latest=truncate_latest, sub_agent=sub_agent)
 
     def conversation(self) -> ConversationSync:
         """The conversation of the run going on (its node's config: `langgraph.config.get_config()`;

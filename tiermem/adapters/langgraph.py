@@ -33,6 +33,9 @@ supplies the past; with one, already-stored messages are skipped.
 `TiermemHooks(..., timezone="America/Los_Angeles")` plans every context in that user's
 zone (checked when the hooks are made; None: the memory's, or the namespaced view's).
 `memory` may be a `tiermem.client.Client` of a shared `tiermem serve`.
+`sub_agent=True` keeps a graph called from a tool or node of another, in the same
+thread, in a conversation of its own, `<thread_id>:<nodes>:<agent name>`
+(`tiermem.adapters._threads`); by default it is the thread id's, as every graph's.
 `budget` (an int of 1 to `MAX_BUDGET_TOKENS` tokens) is checked when the hooks are made;
 `truncate_latest=True` cuts a latest message larger than it to fit (`Memory.context`)
 where it is refused by default (`BudgetTooSmall`, after the turn is stored).
@@ -99,7 +102,8 @@ class TiermemHooks:
                  budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
                  shared_across_threads: bool = False, recall_across_threads: bool = False,
                  max_threads: int = DEFAULT_MAX_THREADS, cache_marks: int = 0,
-                 system_messages: str | None = None, model: object = None, truncate_latest: bool = False) -> None:
+                 system_messages: str | None = None, model: object = None, truncate_latest: bool = False,
+                 sub_agent: bool = False) -> None:
         # the model the graph calls, for the form of system_messages=None (a hook sees none)
         if system_messages is None and model_function(model) and inspect.iscoroutinefunction(model):
             # a sync hook cannot await it, and a guess sends ChatAnthropic what it refuses
@@ -113,7 +117,7 @@ class TiermemHooks:
                                            shared_across_threads=shared_across_threads,
                                            recall_across_threads=recall_across_threads, max_threads=max_threads,
                                            cache_marks=cache_marks, system_messages=system_messages,
-                                           truncate_latest=truncate_latest)
+                                           truncate_latest=truncate_latest, sub_agent=sub_agent)
 
     def conversation(self, config: RunnableConfig | None = None) -> ConversationSync:
         """The conversation of the run `config` belongs to (None: the running node's; a
