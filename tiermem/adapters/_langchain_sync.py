@@ -376,7 +376,7 @@ class _Version:
         status or artifact. An artifact over the store's metadata limit (`limit`) is
         left out of the message's as it was of the row's; one the row lacks is compared
         only where that limit is known (an older server's refusal left it out)."""
-        stored = to_openai([message], max_metadata_bytes=limit)[0]
+        stored = to_openai([message], max_metadata_bytes=limit, non_finite="null", warn=False)[0]
         body = {k: v for k, v in stored.items() if k != "metadata"}
         if _digest(body) != self.body:
             return True
@@ -699,11 +699,11 @@ class ConversationSync:
             m = edited.get(r.position)
             if m is not None:
                 mine.append(len(batch))
-            body = to_openai([m], max_metadata_bytes=self._limit)[0] if m is not None else \
+            body = to_openai([m], max_metadata_bytes=self._limit, non_finite="null")[0] if m is not None else \
                 {**r.body, **({"metadata": r.metadata} if r.metadata else {})}
             batch.append({**body, "created_at": r.created_at, **({"session_id": r.session_id} if r.session_id else {})})
         mine += range(len(batch), len(batch) + len(new))
-        return batch + to_openai(new, max_metadata_bytes=self._limit), len(tail), mine
+        return batch + to_openai(new, max_metadata_bytes=self._limit, non_finite="null"), len(tail), mine
 
     def context_messages(self, query: str | None, system_messages: str | None = None) -> list[BaseMessage]:
         # as_stored sends a repeated call id as appended: renamed here, where it is model input
@@ -728,7 +728,7 @@ class ConversationSync:
         for m in reversed(messages):
             if is_summary(m):
                 continue
-            body = to_openai([m])[0]
+            body = to_openai([m], non_finite="null", warn=False)[0]
             if body.get("role") == "user":
                 return self.context_messages(latest_user_text([body]), system_messages)
         return self.context_messages(None, system_messages)

@@ -83,9 +83,11 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
+import math
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.language_models import BaseChatModel, BaseLanguageModel
@@ -206,12 +208,48 @@ def _message_fields(m: BaseMessage) -> dict[str, Any]:
     return out
 
 
+log = logging.getLogger(__name__)
+
+
+def _finite(value: Any, path: str, found: list[str]) -> Any:
+    """`value` with each NaN or Infinity (no JSON number) as None, their paths in `found`."""
+    if isinstance(value, float) and not math.isfinite(value):
+        found.append(path)
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v, f"{path}.{k}", found) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v, f"{path}[{i}]", found) for i, v in enumerate(value)]
+    return value
+
+
+def _nulled_non_finite(m: BaseMessage, n: int, warn: bool) -> BaseMessage:
+    """`m` with NaN and Infinity in its tool calls' args as null (`to_openai`'s
+    non_finite="null"), with one WARNING naming the message and fields where `warn`."""
+    calls = getattr(m, "tool_calls", None) or []
+    found: list[str] = []
+    fixed = [{**call, "args": _finite(call.get("args"), f"tool_calls[{i}].args", found)} for i, call in enumerate(calls)]
+    if not found:
+        return m
+    if warn:
+        log.warning("messages[%d] (an %s, id %r): %s held NaN or Infinity, no JSON number; stored as null "
+                    "(the state keeps the model's value)", n, type(m).__name__, m.id, ", ".join(found))
+    return m.model_copy(update={"tool_calls": fixed})
+
+
 def to_openai(messages: Sequence[BaseMessage], *,
-              max_metadata_bytes: int | Callable[[], int | None] | None = None) -> list[dict[str, Any]]:
+              max_metadata_bytes: int | Callable[[], int | None] | None = None,
+              non_finite: Literal["refuse", "null"] = "refuse", warn: bool = True) -> list[dict[str, Any]]:
     """LangChain messages as OpenAI chat messages, with what that format has no field
     for (the id, a tool message's status and artifact, content blocks its role cannot
     carry, the message's own metadata) in the envelope metadata. `max_metadata_bytes`
-    may be a function, asked once and only when a message has more than its id there."""
+    may be a function, asked once and only when a message has more than its id there.
+    NaN or Infinity in a tool call's args (no JSON number; `json.loads` takes them, as
+    LangChain parses a provider's args) is refused (`non_finite="refuse"`, naming
+    `messages[i].tool_calls[j].args`: a caller's input, which the caller can fix), or
+    stored as null (`"null"`, with one WARNING where `warn`: what the LangGraph adapters
+    store of an agent's state, which a checkpointer keeps, so a refusal would refuse every
+    later turn of the thread)."""
     from langchain_core.messages import BaseMessage, ToolMessage
 
     limit_of = max_metadata_bytes if callable(max_metadata_bytes) else (lambda: max_metadata_bytes)
@@ -227,6 +265,8 @@ def to_openai(messages: Sequence[BaseMessage], *,
         if not isinstance(m, BaseMessage):  # a bare str or dict: named, not an AttributeError further in
             raise ValidationError(f"messages[{n}]", f"must be a LangChain message (a BaseMessage such as "
                                   f"HumanMessage), got {type(m).__name__}")
+        if non_finite == "null":
+            m = _nulled_non_finite(m, n, warn)
         # LangChain writes a call's args as JSON text, a key that is no string as its text:
         # refused first, as append refuses one anywhere else (the args' own keys LangChain
         # checks itself)
