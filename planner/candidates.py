@@ -54,7 +54,7 @@ from tiermem.planner.dates import query_windows
 from tiermem.planner.density import pack_order
 from tiermem.planner.excerpt import Focus
 from tiermem.planner.excerpt import enabled as excerpt_enabled
-from tiermem.planner.family import copied_prefixes
+from tiermem.planner.family import Copies, copied_prefixes
 from tiermem.planner.plan import Plan, PlanItem
 from tiermem.planner.prior import length_prior
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, replies_apply, score_turns
@@ -985,13 +985,13 @@ class Candidates:
                      if qvec is not None else [])
             bm25 = self.cold.search_bm25(query, ask, namespace=namespace, exclude=conv) if query is not None else []
             shared = copied_prefixes(self.cold, conv, {c for c, _p, _s in [*dense, *bm25]})
-            kept_dense = [h for h in dense if not (h[0] in shared and h[1] <= shared[h[0]])]
-            kept_bm25 = [h for h in bm25 if not (h[0] in shared and h[1] <= shared[h[0]])]
+            kept_dense = [h for h in dense if not (h[0] in shared and shared[h[0]].skips(h[1]))]
+            kept_bm25 = [h for h in bm25 if not (h[0] in shared and shared[h[0]].skips(h[1]))]
             short = ((len(kept_dense) < k and len(dense) >= ask) or (len(kept_bm25) < k and len(bm25) >= ask))
             if not short or ask >= FAMILY_SEARCH_MAX_K:
                 return kept_dense[:k], kept_bm25[:k]
             # at least what the family's copies could take, and twice as many as before
-            ask = min(FAMILY_SEARCH_MAX_K, max(2 * ask, k + sum(n + 1 for n in shared.values())))
+            ask = min(FAMILY_SEARCH_MAX_K, max(2 * ask, k + sum(c.last + 1 for c in shared.values())))
 
     def other_supersessions(self, hits: dict[tuple[str, int], tuple[float, str]], hidden: Mapping[str, set[int]],
                             past: str | None, zone: Zone) -> dict[tuple[str, int], str]:
@@ -1071,30 +1071,35 @@ def validity(r: TurnRow, end: TurnRow | None, zone: Zone) -> tuple[str, str]:
 
 
 def search_tables(tables: list[TurnTable], qvec: np.ndarray | None, query: str | None,
-                  k: int, skip: Mapping[str, int] | None = None
+                  k: int, skip: Mapping[str, Copies] | None = None
                   ) -> tuple[list[tuple[str, int, float]], list[tuple[str, int, float]]]:
     """The k nearest turns (conversation, position, cosine) over `tables`, best first,
     and with a query the k best keyword matches (conversation, position, bm25). Ties
     keep the tables' order (`list_conversations` gives it by name), never the keys'.
-    `skip`: conversation -> the last position not to find there (a fork family's copies
-    of the asker's turns or of another member's: planner.family `copied_prefixes`)."""
+    `skip`: conversation -> the positions not to find there (a fork family's copies of
+    the asker's turns or of another member's turn it still shows: planner.family
+    `copied_prefixes`)."""
     dense: list[tuple[int, str, int, float]] = []
     bm25: list[tuple[int, str, int, float]] = []
     for n, t in enumerate(tables):
-        last = (skip or {}).get(t.conversation_id)
-        # how many of its turns are skipped (positions ascend): a keyword search asks
-        # for as many more, so k remain
-        cut = int(np.searchsorted(t.positions, last, side="right")) if last is not None else 0
+        copies = (skip or {}).get(t.conversation_id)
+        # how many of its turns are skipped at most (positions ascend): a keyword search
+        # asks for as many more, so k remain
+        cut = int(np.searchsorted(t.positions, copies.last, side="right")) if copies is not None else 0
         if qvec is not None and t.vectors is not None and len(t) and t.vectors.shape[1] == qvec.shape[0]:
             cos = row_dots(t.vectors, np.asarray(qvec, dtype=np.float32))
             cos[~t.has_vec] = -np.inf  # no vector yet: not a neighbour
-            cos[:cut] = -np.inf  # a copy of the asking conversation's own turns
+            if copies is not None:  # a copy of the asker's turns, or one another member shows
+                copied = np.ones(cut, dtype=bool)
+                if copies.shown:
+                    copied &= ~np.isin(t.positions[:cut], np.fromiter(copies.shown, dtype=t.positions.dtype))
+                cos[:cut][copied] = -np.inf
             best = np.argpartition(-cos, k - 1)[:k] if cos.shape[0] > k else np.arange(cos.shape[0])
             dense.extend((n, t.conversation_id, int(t.positions[i]), float(cos[i]))
                          for i in best if cos[i] > -np.inf)
         if query is not None:
             bm25.extend((n, t.conversation_id, p, s) for p, s in t.bm25(query, k + cut)
-                        if last is None or p > last)
+                        if copies is None or not copies.skips(p))
     dense.sort(key=lambda h: (-h[3], h[0], h[2]))
     bm25.sort(key=lambda h: (h[3], h[0], h[2]))
     return [h[1:] for h in dense[:k]], [h[1:] for h in bm25[:k]]

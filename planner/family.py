@@ -22,15 +22,27 @@ Invariants:
   every call keeps the same copy. The copy relation at a position is an equivalence
   (shared with b and b's with c: shared with c, the path between them inside the two
   paths), so this keeps exactly one copy of each text among the members searched.
+- That choice is per position: a member's copy of p is skipped only where a member
+  ranked before it (not the asker) still shows its copy of p; one that has hidden it
+  since (a retraction, a pop, an edit: its control rows, tiers.formats
+  `hidden_positions`, as namespace recall hides it) passes p to the next member, so a
+  turn one member retracted is still recalled from a member that did not (b retracts
+  its #0 after c forked it: c#0 is recalled). The asker's own copies stay skipped even
+  where it hid them: it retracted the turn, and recalling its copy from a fork would
+  undo that.
 - Read per context() call, only when namespace recall searches other conversations: one
-  statement by primary key per level of ancestry (`ColdLog.fork_links`), none cached, so
-  a fork or an erasure is seen by the next call.
+  statement by primary key per level of ancestry (`ColdLog.fork_links`), and where two
+  or more other members are searched one read of their control rows
+  (`ColdLog.control_rows`); none cached, so a fork, an erasure or a retraction is seen by
+  the next call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from typing import NamedTuple
 
+from tiermem.tiers.formats import hidden_positions
 from tiermem.tiers.store import ColdLog
 
 # levels of parents read at most: a chain of forks of forks deeper than this is cut
@@ -79,14 +91,26 @@ def _meet(a: dict[str, float], b: dict[str, float]) -> tuple[float, int] | None:
     return None
 
 
-def copied_prefixes(cold: ColdLog, conv: str, others: Collection[str]) -> dict[str, int]:
+class Copies(NamedTuple):
+    """A member's copies not to search: positions 0..`last` but those in `shown` (copies
+    no member ranked before it shows: `copied_prefixes`)."""
+
+    last: int
+    shown: frozenset[int] = frozenset()
+
+    def skips(self, position: int) -> bool:
+        return position <= self.last and position not in self.shown
+
+
+def copied_prefixes(cold: ColdLog, conv: str, others: Collection[str]) -> dict[str, Copies]:
     """Of `others`, those holding copies of turns that `conv` or another of `others`
-    ranked before it holds too -> the last position of those copies (0..that: a prefix,
-    as every copy is); the others are absent. `conv`'s own copies are every member's
-    prefix it shares with `conv` (0 up to the least fork point between them); among
-    `others`, a member ranks by its forks
-    from `conv` (none in common: after every member that has), then by its depth (the
-    original before its forks), then by key (module docstring)."""
+    ranked before it holds too -> those copies (`Copies`: within a prefix, as every copy
+    is); the others are absent. `conv`'s own copies are every member's prefix it shares
+    with `conv` (0 up to the least fork point between them), skipped whole; among
+    `others`, a member ranks by its forks from `conv` (none in common: after every member
+    that has), then by its depth (the original before its forks), then by key, and its
+    copy of a position is skipped only where one ranked before it still shows its copy
+    there (not hidden by its control rows: module docstring)."""
     others = {o for o in others if o != conv}
     if not others:
         return {}
@@ -102,13 +126,28 @@ def copied_prefixes(cold: ColdLog, conv: str, others: Collection[str]) -> dict[s
         m = met[o]
         return (inf if m is None else m[1], len(chains[o]) - 1, o)
 
+    def last(m: tuple[float, int] | None) -> int:
+        """The last position of a meeting's copies, -1: none (no meeting, or an infinite
+        limit: a chain that loops back on itself, which a hand-edited row could record)."""
+        return int(m[0]) if m is not None and m[0] != inf and m[0] >= 0 else -1
+
     # a member neither forked nor forked from (its chain alone, in no other's) shares nothing
     linked = {node for c in (conv, *others) if len(chains[c]) > 1 for node in chains[c]}
     ranked = sorted((o for o in others if o in linked), key=rank)
-    out: dict[str, int] = {}
+    # what each member's control rows hide now: its copy there is shown by no one (read
+    # only where a member ranks after another, the only case that asks)
+    hidden = ({c: hidden_positions(rows)[0] for c, rows in cold.control_rows(ranked).items()}
+              if len(ranked) > 1 else {})
+    out: dict[str, Copies] = {}
     for i, o in enumerate(ranked):
-        shared = [m[0] for m in [met[o], *(_meet(chains[o], chains[b]) for b in ranked[:i])] if m is not None]
-        last = max(shared, default=-1.0)
-        if last != inf and last >= 0:
-            out[o] = int(last)
+        own = last(met[o])  # the asker's copies: skipped whole
+        before = [(last(_meet(chains[o], chains[b])), hidden.get(b, set())) for b in ranked[:i]]
+        end = max([own, *(n for n, _h in before)])
+        if end < 0:
+            continue
+        # a position past the asker's copies that every member ranked before holding it
+        # hides: this member's copy is the one shown (only a hidden position can be one)
+        maybe = {p for n, h in before for p in h if own < p <= n}
+        shown = frozenset(p for p in maybe if all(p > n or p in h for n, h in before))
+        out[o] = Copies(end, shown)
     return out
