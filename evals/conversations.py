@@ -90,10 +90,12 @@ killed import.
 
 from __future__ import annotations
 
+import array
 import datetime as dt
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import stat
@@ -594,17 +596,22 @@ class ConversationCount:
     n_probes: int = 0
     digests: bytearray = field(default_factory=bytearray)  # body_digest of each message, in order
     checks: bytearray = field(default_factory=bytearray)  # message_digest of each message, in order
-    # the oldest created_at its lines give (Unix seconds; None: none gives one, all are
-    # written now): compared with the conversation's erasure (`import_dataset`)
-    oldest: float | None = None
+    # each message's created_at, in order (Unix seconds; NaN: none given, written now):
+    # the lines an import would write, past what is stored, are compared with the
+    # conversation's erasure (`oldest_from`, `import_dataset`)
+    times: array.array[float] = field(default_factory=lambda: array.array("d"))
 
     def add(self, msg: dict[str, Any]) -> None:
         self.n_messages += 1
         at = msg.get("created_at")
-        if isinstance(at, int | float) and not isinstance(at, bool) and (self.oldest is None or at < self.oldest):
-            self.oldest = float(at)
+        self.times.append(float(at) if isinstance(at, int | float) and not isinstance(at, bool) else math.nan)
         self.digests += body_digest(_body(msg))
         self.checks += message_digest(msg)
+
+    def oldest_from(self, start: int) -> float | None:
+        """The oldest created_at of messages `start` on (None: none of them gives one)."""
+        given = [t for t in self.times[start:] if not math.isnan(t)]
+        return min(given) if given else None
 
     def digest(self, index: int) -> bytes:
         """The body's digest of message `index` (compared with what is stored)."""
@@ -1157,17 +1164,20 @@ def stored_prefix(memory: Any, conv: ConversationCount, namespace: str) -> tuple
 Source = Dataset | FileData  # what an import writes from
 
 
-def erased_in_file(memory: Any, counts: list[ConversationCount], namespace: str) -> ImportOfErased | None:
-    """The refusal of the first conversation of `counts` erased on request in `namespace`
-    (a tombstone of reason 'erase') whose file lines include one created at or before
-    that erasure: the erased data from a copy made before it (None: none is). Lines
-    created after it are a new conversation of the same name, as an append after the
-    erasure is. A pruned conversation is not refused (`ImportOfErased`)."""
-    erasures = memory.cold.erasures_of(namespace, [c.conversation_id for c in counts])
-    for c in counts:
-        at = erasures.get(c.conversation_id)
-        if at is not None and c.oldest is not None and c.oldest <= at:
-            return ImportOfErased(c.conversation_id, at, c.oldest)
+def erased_in_file(conv: ConversationCount, start: int, erased_at: float | None) -> ImportOfErased | None:
+    """The refusal of `conv` when it was erased on request (`erased_at`: its latest
+    tombstone of reason 'erase', `ColdStore.erasures_of`; None: none) and a line the
+    import would write, from `start` on (past what is stored), was created at or before
+    that erasure: the erased data from a copy made before it (None: no refusal). Lines
+    already stored are not written again, so a conversation restored with
+    --restore-erased, or recreated, is not refused its own re-import or later export.
+    Lines created after the erasure are a new conversation of the same name, as an
+    append after it is. A pruned conversation is not refused (`ImportOfErased`)."""
+    if erased_at is None:
+        return None
+    oldest = conv.oldest_from(start)
+    if oldest is not None and oldest <= erased_at:
+        return ImportOfErased(conv.conversation_id, erased_at, oldest)
     return None
 
 
@@ -1200,18 +1210,31 @@ def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 10
     conversation is all written, with the messages it appended and its name
     (tiermem/ingest.py).
 
-    A conversation erased on request whose lines in the file were created at or before
-    its erasure (an export made before it) is refused, ImportOfErased naming it and the
-    erasure's time, before anything of the file is written: an erasure is not undone by
-    restoring an old copy, unless `restore_erased` says so (`erased_in_file`)."""
+    A conversation erased on request whose lines in the file that are not stored already
+    (past its stored prefix) include one created at or before its erasure (an export
+    made before it) is refused, ImportOfErased naming it and the erasure's time, before
+    anything of the file is written: an erasure is not undone by restoring an old copy,
+    unless `restore_erased` says so (`erased_in_file`). Lines already present are not
+    refused: a conversation restored or recreated since re-imports its own exports."""
     report = ImportReport(bad_lines=list(data.bad))
     counts = data.counts()
+    erasures: dict[str, float] = {}
     if not restore_erased:
-        refusal = erased_in_file(memory, counts, namespace)
+        erasures = memory.cold.erasures_of(namespace, [c.conversation_id for c in counts])
+    # check every conversation before writing any, so a conflict or an erasure writes nothing
+    seen: dict[str, tuple[str | None, int]] = {}
+    for c in counts:
+        erased_at = erasures.get(c.conversation_id)
+        try:
+            seen[c.conversation_id] = stored_prefix(memory, c, namespace)
+        except ImportConflict as conflict:
+            # the file differs from what is stored from there on: the lines there, when older
+            # than the erasure, are the erased data (the name stored again since)
+            refusal = erased_in_file(c, conflict.position, erased_at)
+            raise (refusal or conflict) from None
+        refusal = erased_in_file(c, seen[c.conversation_id][1], erased_at)
         if refusal is not None:
             raise refusal
-    # check every conversation before writing any, so a conflict writes nothing
-    seen = {c.conversation_id: stored_prefix(memory, c, namespace) for c in counts}
     starts = {cid: n for cid, (_token, n) in seen.items()}
     # the incarnation each conversation's next chunk must go to, as appends answer it
     # (`AppendOutcome.incarnation`, `expect_incarnation`: a token, never the key; None: none yet)

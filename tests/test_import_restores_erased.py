@@ -128,3 +128,104 @@ def test_cli_restore_erased_flag_restores(tmp_path: Path, embedder: FastEmbedder
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["appended"] == 1  # alice's; bob's is present already
     assert contents(data, embedder)["alice"] == [SECRET]
+
+
+# A conversation restored with --restore-erased keeps its old tombstone, and its restored
+# lines keep their old times. Before (review r_c5 F1), every later import that held it was
+# refused, even the same file again or the store's own next export. The only way through was
+# the file-wide flag, which also brought back other erased conversations. Now only lines the
+# import would write (past what is stored) are compared with the erasure.
+def restored(data: Path, embedder: FastEmbedder, tmp_path: Path) -> Path:
+    """alice erased, then restored from the old file with restore_erased; returns that file."""
+    first_import(data, embedder, tmp_path, "erase")
+    old = write_jsonl(tmp_path / "old.jsonl", OLD)
+    with Memory(Config(data_dir=data), embedder=embedder, hot=False, background_indexing=False) as mem:
+        import_file(mem, old, restore_erased=True)
+    return old
+
+
+def current_export(data: Path, embedder: FastEmbedder, tmp_path: Path, then: str | None) -> Path:
+    """alice's stored lines as an export gives them (old times kept), and `then` after them."""
+    with Memory(Config(data_dir=data), embedder=embedder, hot=False, background_indexing=False) as mem:
+        if then is not None:
+            mem.append("alice", {"role": "user", "content": then})
+        lines = [line("alice", m.body["content"], m.created_at) for m in mem.history("alice")]
+    return write_jsonl(tmp_path / "now.jsonl", lines)
+
+
+# (id, the file after the restore, refused?, alice's stored contents after)
+RESTORED: list[tuple[str, str, bool, list[str]]] = [
+    # the same file again: all present, nothing new
+    ("same_file_again", "old", False, [SECRET]),
+    # the store's own export after an append: all present
+    ("own_next_export", "now", False, [SECRET, "c2"]),
+    # the own export plus a line written after it: only that line is new, and it is new data
+    ("own_export_plus_new_line", "now+new", False, [SECRET, "c2", "later"]),
+    # the own export plus an old line (from before the erasure) past what is stored: refused
+    ("own_export_plus_old_line", "now+old", True, [SECRET, "c2"]),
+]
+
+
+def restored_case(data: Path, embedder: FastEmbedder, tmp_path: Path, which: str) -> Path:
+    old = restored(data, embedder, tmp_path)
+    if which == "old":
+        return old
+    now = current_export(data, embedder, tmp_path, "c2")
+    extra = {"now": [], "now+new": [line("alice", "later", AFTER)], "now+old": [line("alice", "older", BEFORE)]}
+    lines = [json.loads(x) for x in now.read_text().splitlines()] + extra[which]
+    return write_jsonl(tmp_path / "file.jsonl", lines)
+
+
+@pytest.mark.parametrize(("which", "refused", "alice"), [c[1:] for c in RESTORED], ids=[c[0] for c in RESTORED])
+def test_library_restored_reimports(tmp_path: Path, embedder: FastEmbedder, which: str, refused: bool,
+                                    alice: list[str]) -> None:
+    data = tmp_path / "data"
+    f = restored_case(data, embedder, tmp_path, which)
+    with Memory(Config(data_dir=data), embedder=embedder, hot=False, background_indexing=False) as mem:
+        if refused:
+            with pytest.raises(ImportOfErased) as exc:
+                import_file(mem, f)
+            assert exc.value.conversation_id == "alice" and exc.value.oldest == BEFORE
+        else:
+            report = import_file(mem, f)
+            assert report.already_present >= 1
+    assert contents(data, embedder)["alice"] == alice
+
+
+@pytest.mark.parametrize(("which", "refused", "alice"), [c[1:] for c in RESTORED], ids=[c[0] for c in RESTORED])
+def test_cli_restored_reimports(tmp_path: Path, embedder: FastEmbedder, which: str, refused: bool,
+                                alice: list[str]) -> None:
+    data = tmp_path / "data"
+    f = restored_case(data, embedder, tmp_path, which)
+    r = tm(tmp_path, embedder, "", "import", str(f))
+    if refused:
+        assert r.exit_code == 1, r.output
+        assert "conversation 'alice' was erased on request at" in r.stderr and "Traceback" not in r.output
+    else:
+        assert r.exit_code == 0, r.output
+    assert contents(data, embedder)["alice"] == alice
+
+
+def test_restored_beside_erased_refuses_only_the_erased(tmp_path: Path, embedder: FastEmbedder) -> None:
+    # the file holds restored alice (present) and bob, erased since: bob's old line is refused,
+    # naming bob, so the restored conversation no longer pushes anyone to the file-wide flag
+    data = tmp_path / "data"
+    old = restored(data, embedder, tmp_path)
+    with Memory(Config(data_dir=data), embedder=embedder, hot=False, background_indexing=False) as mem:
+        mem.delete_conversation("bob")
+        with pytest.raises(ImportOfErased) as exc:
+            import_file(mem, old)
+    assert exc.value.conversation_id == "bob"
+    assert "bob" not in contents(data, embedder)
+
+
+def test_recreated_then_old_export_is_refused_as_erased(tmp_path: Path, embedder: FastEmbedder) -> None:
+    # erased, then the name used again: the old export differs from what is stored at 0, and
+    # its line there is older than the erasure, so the refusal names the erasure, not a conflict
+    data = tmp_path / "data"
+    first_import(data, embedder, tmp_path, "erase")
+    with Memory(Config(data_dir=data), embedder=embedder, hot=False, background_indexing=False) as mem:
+        mem.append("alice", {"role": "user", "content": "hi again"})
+        with pytest.raises(ImportOfErased):
+            import_file(mem, write_jsonl(tmp_path / "again.jsonl", OLD))
+    assert contents(data, embedder)["alice"] == ["hi again"]
