@@ -1219,7 +1219,10 @@ def check_service_settings(cfg: Config) -> None:
     token, a token's namespace prefix that is no namespace, a metrics token that is also a
     tenant's, a body limit below the content limit), by the code serve runs (`TokenAuth`
     and `check_service_limits`, both run by `create_app`). Having no token is no error
-    here: `serve --no-auth` needs none."""
+    here: `serve --no-auth` needs none. A PostgreSQL store's connection settings that it
+    refuses at open without reaching the server (`check_pool_mode`: cold_pool_mode
+    "transaction" with cold_erase_scrub "full") are refused with the line serve prints;
+    only a store that serve opens on PostgreSQL (cold_url set) is checked."""
     from tiermem.service.app import check_service_limits
     from tiermem.service.auth import ServiceConfigError, TokenAuth
 
@@ -1229,6 +1232,13 @@ def check_service_settings(cfg: Config) -> None:
         check_service_limits(cfg)
     except ServiceConfigError as exc:
         raise CliError(f"invalid configuration: {exc}") from None
+    if cfg.cold_url is not None:
+        from tiermem.tiers.postgres import check_pool_mode
+
+        try:
+            check_pool_mode(cfg.cold_pool_mode, cfg.cold_erase_scrub)
+        except ValidationError as exc:
+            raise CliError(str(exc)) from None
 
 
 def _check_port_free(host: str, port: int) -> None:
