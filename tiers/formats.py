@@ -83,7 +83,9 @@ Invariants and policy (README, "Message formats"):
   item's request type requires, `REQUIRED_NULL_FIELDS`), the nulls of content parts (a
   `model_dump()` of an SDK reply writes every unset field, such as an `output_text` part's
   `logprobs`) and those nested in a hosted-tool item (`_without_nulls`: a web search's
-  `action.queries`; `NESTED_REQUIRED_NULL_FIELDS` kept) are left out; `history()` still has
+  `action.queries`; `NESTED_REQUIRED_NULL_FIELDS` kept, a listed function tool's `strict`
+  and `parameters` among them, and nulls inside free JSON, a tool's JSON schema, kept:
+  `FREE_JSON_FIELDS`) are left out; `history()` still has
   them. A Responses message goes as a request type takes its role and parts
   (`_wire_message`): an input message without its item `id`, with input parts; an
   assistant one without output parts where it has no `status`. A chat tool call append took
@@ -1011,14 +1013,21 @@ def as_appended(body: dict[str, Any]) -> dict[str, Any]:
 
 # Nested fields of hosted-tool items that the request type requires and allows null in
 # (`Required[Optional[...]]` below the top level: a computer action's `keys`, an image
-# generation's `error.code` / `error.param`): kept with their null by `_without_nulls`.
+# generation's `error.code` / `error.param`, a function tool's `strict` and `parameters`
+# in the tools an `additional_tools` / `tool_search_output` item lists: `FunctionToolParam`,
+# which refuses the tool without them): kept with their null by `_without_nulls`.
+# tests/test_formats_tool_nulls.py derives these from the SDK's types.
+FUNCTION_TOOL_REQUIRED_NULL_FIELDS = frozenset({"strict", "parameters"})
 NESTED_REQUIRED_NULL_FIELDS: dict[str, frozenset[str]] = {
     "computer_call": frozenset({"keys"}),
     "image_generation_call": frozenset({"code", "param"}),
+    "additional_tools": FUNCTION_TOOL_REQUIRED_NULL_FIELDS,
+    "tool_search_output": FUNCTION_TOOL_REQUIRED_NULL_FIELDS,
 }
 # Fields of hosted-tool items whose value is the caller's free JSON (an MCP tool's input
-# schema and annotations): a null in them is data, never an unset field, and is sent as is.
-FREE_JSON_FIELDS = frozenset({"input_schema", "annotations"})
+# schema and annotations, a function tool's JSON schema `parameters`): a null in them is
+# data (`"default": null`, `"const": null`), never an unset field, and is sent as is.
+FREE_JSON_FIELDS = frozenset({"input_schema", "annotations", "parameters"})
 # What a chat tool call or legacy `function_call` stored without its `arguments` (append
 # took it; the request type requires them) is sent with: no arguments, as the API writes it.
 NO_ARGUMENTS = "{}"
