@@ -491,14 +491,16 @@ class SharedQueries:
         """Inside an append's write transaction, the conversation's row held: the
         positions an earlier append of this same request wrote under `idempotency_key`
         (a replay: the caller writes nothing), or None when the key is new here.
-        IdempotencyKeyReused when the key was used for another request."""
+        IdempotencyKeyReused when the key was used for another request. The record may
+        hold the fingerprint an earlier release took of this same request (`fingerprint`'s
+        `also`, `tiers.models.Fingerprint`): a retry spanning the upgrade replays too."""
         row = c.execute(self.dialect.sql(f"SELECT {self._IDEMPOTENCY_COLS} FROM idempotency_keys "
                                          "WHERE conversation_id = ? AND idem_key = ?"),
                         (key, idempotency_key)).fetchone()
         if row is None:
             return None
         record = _idempotency_record(row)
-        if record.fingerprint != fingerprint:
+        if record.fingerprint != fingerprint and record.fingerprint not in getattr(fingerprint, "also", ()):
             raise IdempotencyKeyReused(idempotency_key, record.first_position,
                                        record.first_position + record.count - 1)
         return record.positions
@@ -515,7 +517,7 @@ class SharedQueries:
         return c.execute(self.dialect.sql(
             "INSERT INTO idempotency_keys(conversation_id, idem_key, fingerprint, first_position, message_count, "
             "created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 1"),
-            (key, idempotency_key, fingerprint, positions[0], len(positions), now)).fetchone() is not None
+            (key, idempotency_key, bytes(fingerprint), positions[0], len(positions), now)).fetchone() is not None
 
     def name_of(self, key: str) -> tuple[str, str] | None:
         rows = self._q("SELECT namespace, name FROM conversations WHERE id = ?", (key,))

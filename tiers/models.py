@@ -24,7 +24,15 @@ from typing import Any, Literal
 
 import numpy as np
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from tiermem.tiers.errors import LimitExceeded, ValidationError, field_error, plain_field, shown_key
@@ -263,20 +271,44 @@ def check_idempotency_key(value: object, field: str = "idempotency_key") -> str:
     return value
 
 
-def append_fingerprint(messages: Sequence[Message]) -> bytes:
-    """sha256 of what an append asked to store, for its idempotency key: each message's
-    role, body, session, metadata, and its created_at only where the caller gave one
-    (`parse_message(..., stamp=False)` leaves a defaulted one None: "now" differs between
-    a request and its retry). Canonical JSON (sorted keys), so a `Message` and the equal
-    dict fingerprint alike; the batch's order counts."""
+class Fingerprint(bytes):
+    """An append's fingerprint (recorded with its idempotency key), with `also`: the
+    fingerprints an earlier release took of the same request, which a retry matches too
+    (`tiers.dialect._replayed`): a retry spanning the upgrade replays instead of being
+    refused as another request."""
+
+    also: frozenset[bytes]
+
+    def __new__(cls, digest: bytes, also: frozenset[bytes] = frozenset()) -> Fingerprint:
+        out = super().__new__(cls, digest)
+        out.also = also - {digest}
+        return out
+
+
+def _fingerprint_of(messages: Sequence[Message], sent: bool) -> bytes:
     rows = []
     for m in messages:
-        row: dict[str, Any] = {"role": m.role, "body": m.body(), "session_id": m.session_id, "metadata": m.metadata}
+        body = m._sent_body if sent and m._sent_body is not None else m.body()
+        row: dict[str, Any] = {"role": m.role, "body": body, "session_id": m.session_id, "metadata": m.metadata}
         if m.created_at is not None:
             row["created_at"] = m.created_at
         rows.append(row)
     text = json.dumps(rows, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def append_fingerprint(messages: Sequence[Message]) -> Fingerprint:
+    """sha256 of what an append asked to store, for its idempotency key: each message's
+    role, body, session, metadata, and its created_at only where the caller gave one
+    (`parse_message(..., stamp=False)` leaves a defaulted one None: "now" differs between
+    a request and its retry). Canonical JSON (sorted keys), so a `Message` and the equal
+    dict fingerprint alike; the batch's order counts. Where append dropped logprobs, `also`
+    holds the fingerprint of the bodies as sent (`Message._sent_body`): what releases
+    before 2fe5e0c recorded for the same request."""
+    digest = _fingerprint_of(messages, sent=False)
+    if all(m._sent_body is None for m in messages):
+        return Fingerprint(digest)
+    return Fingerprint(digest, frozenset({_fingerprint_of(messages, sent=True)}))
 
 
 def check_summary(value: object, max_bytes: int) -> str:
@@ -357,6 +389,12 @@ class Message(BaseModel):
         if not (isinstance(info.context, dict) and info.context.get(_BODY_CHECKED)):
             check_body(self.body())
         return self
+
+    # the body as the client sent it where append dropped an `output_text` part's logprobs
+    # (SDK_LOGPROBS_FIELD), else None: what releases before 2fe5e0c stored and fingerprinted,
+    # so an idempotent retry spanning that upgrade replays (`append_fingerprint`). Private:
+    # never stored, never part of body()
+    _sent_body: dict[str, Any] | None = PrivateAttr(None)
 
     @property
     def role(self) -> str:
@@ -492,22 +530,24 @@ SDK_PARSED_ARGUMENTS_FIELD = "parsed_arguments"
 SDK_LOGPROBS_FIELD = "logprobs"
 
 
-def _sdk_client_fields(part: dict[str, Any]) -> frozenset[str]:
-    """The fields of an `output_text` part append drops: `parsed`, and `logprobs` unless empty."""
+def _sdk_client_fields(part: dict[str, Any], logprobs: bool = True) -> frozenset[str]:
+    """The fields of an `output_text` part append drops: `parsed`, and `logprobs` unless
+    empty (unless `logprobs` is False)."""
     dropped = {SDK_PARSED_FIELD} & part.keys()
-    if part.get(SDK_LOGPROBS_FIELD):
+    if logprobs and part.get(SDK_LOGPROBS_FIELD):
         dropped.add(SDK_LOGPROBS_FIELD)
     return frozenset(dropped)
 
 
-def _sdk_wire_form(body: dict[str, Any]) -> dict[str, Any]:
+def _sdk_wire_form(body: dict[str, Any], logprobs: bool = True) -> dict[str, Any]:
     """`body` as the wire has it when it came from an openai SDK object however serialized:
     Python field names renamed to their aliases (SDK_FIELD_ALIASES) and the client-side
     parse results dropped (SDK_PARSED_FIELD, SDK_PARSED_ARGUMENTS_FIELD; an `output_text`
     part's SDK_LOGPROBS_FIELD too, unless empty), so is the
     streaming helper's `index` on a chat reply's tool calls
-    (`tiers.formats.SDK_STREAM_INDEX_FIELD`). A new dict when anything changes; the
-    caller's is never modified."""
+    (`tiers.formats.SDK_STREAM_INDEX_FIELD`). `logprobs=False`: the logprobs kept (the
+    form releases before 2fe5e0c stored). A new dict when anything changes; the caller's
+    is never modified."""
     out = body
     kind = body.get("type")
     aliases = SDK_FIELD_ALIASES.get(kind) if isinstance(kind, str) else None
@@ -525,9 +565,10 @@ def _sdk_wire_form(body: dict[str, Any]) -> dict[str, Any]:
     if (kind == "message" or kind is None) and out.get("role") == "assistant":
         parts = out.get("content")
         if isinstance(parts, list) and any(
-                isinstance(p, dict) and p.get("type") == "output_text" and _sdk_client_fields(p) for p in parts):
+                isinstance(p, dict) and p.get("type") == "output_text" and _sdk_client_fields(p, logprobs)
+                for p in parts):
             out = {**out, "content": [
-                {k: v for k, v in p.items() if k not in _sdk_client_fields(p)}
+                {k: v for k, v in p.items() if k not in _sdk_client_fields(p, logprobs)}
                 if isinstance(p, dict) and p.get("type") == "output_text" else p for p in parts]}
     return out
 
@@ -628,7 +669,12 @@ def parse_message(
     if isinstance(raw, dict) and (plain := plain_deep(body, sdk_dump)) is not body:
         body = plain
         _check_depth(body)
-    body = _sdk_wire_form(body)  # an SDK reply however serialized (an HTTP body too)
+    # an SDK reply however serialized (an HTTP body too); `sent` keeps its logprobs, for the
+    # fingerprint an earlier release took of it (`append_fingerprint`)
+    sent = _sdk_wire_form(body, logprobs=False)
+    body = _sdk_wire_form(sent)
+    if isinstance(raw, Message) and raw._sent_body is not None:
+        sent = raw._sent_body  # a parse of a parse: as it was sent first
     for name, value in {**body, **envelope}.items():
         # a top-level key that is no string is check_body's ("field names must be strings")
         if isinstance(name, str) and (loc := non_string_key(value)) is not None:
@@ -668,6 +714,8 @@ def parse_message(
             raise ValidationError("metadata", "is not valid UTF-8 (lone surrogate)") from None
         if meta_bytes > max_metadata_bytes:
             raise LimitExceeded("metadata", meta_bytes, max_metadata_bytes)
+    if sent is not body:
+        msg._sent_body = sent
     if stamp and msg.created_at is None:
         msg = stamped(msg)
     return msg
