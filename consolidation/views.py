@@ -169,6 +169,7 @@ from tiermem.tiers.warm import (
     check_view_key,
     render,
     staleness,
+    stamped_ahead,
 )
 
 log = logging.getLogger("tiermem.views")
@@ -1167,7 +1168,7 @@ class ViewMaintainer:
         `now` (tiers.warm `staleness`: then unknown), when the conversation was created
         (by the server's clock), an upper bound of its wait; None otherwise (one read,
         only then)."""
-        if view is not None or first is None or first <= now:
+        if view is not None or first is None or not stamped_ahead(first, now):
             return None
         row = self.cold.conversation(conversation_id)
         return None if row is None else float(row["created_at"])
@@ -1208,8 +1209,9 @@ class ViewMaintainer:
                     behind = True
                     first = self.warm.created_at(conv, e + 1)
                     # a first uncovered turn stamped ahead of the clock: the view's age
-                    # bounds the wait instead (tiers.warm `staleness`), read only then
-                    ahead = first is not None and first > now
+                    # bounds the wait instead (tiers.warm `staleness`), read only then and
+                    # only when the frontier says a version exists (none: bound_at does)
+                    ahead = end is not None and first is not None and stamped_ahead(first, now)
                     st = staleness(self.warm.latest(conv, kind) if ahead else None, last_position=last,
                                    last_message_at=now, max_turns=self.max_turns_behind,
                                    max_seconds=self.max_seconds_behind,
@@ -1298,7 +1300,9 @@ class ViewMaintainer:
                 del scan.pending[sid]
                 continue
             scan.pending[sid] = items
-            ahead = items[0][1] > now  # stamped ahead of the clock: the view's age bounds it
+            # stamped ahead of the clock: the view's age bounds it, read only when the
+            # session has a version (none: the conversation's creation does)
+            ahead = sid in ends and stamped_ahead(items[0][1], now)
             st = staleness(self.warm.latest(conv, "session", sid) if ahead else None, last_position=0,
                            last_message_at=now, max_turns=self.max_turns_behind,
                            max_seconds=self.max_seconds_behind, now=now, first_uncovered_at=items[0][1],

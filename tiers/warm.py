@@ -86,6 +86,14 @@ SUPERSEDED_PREFIX = "(superseded) "
 MAX_ERROR_CHARS = 2000
 ERRORS_KEPT_PER_VIEW = 20
 CACHE_TTL_S = 3600
+# A turn's created_at at most this far ahead of the sweeper's `now` counts as stamped
+# now (0 s waited), not as unknown: clocks of two hosts drift by well under a second
+# under NTP, and `now` is read once before a frontier scan that can take seconds while
+# turns are appended. Counted unknown, such a stamp fell back to the view's age and a
+# current view built 10 minutes ago read "600 s behind, over budget" and was refreshed
+# early, an LLM call (review r_c4). The price: a turn stamped within a minute ahead can
+# delay its view's seconds budget by that much at most.
+FUTURE_STAMP_TOLERANCE_S = 60.0
 
 
 # ----------------------------------------------------------------------------------
@@ -218,6 +226,13 @@ class Staleness:
         return max(self.turns_behind / max(1, max_turns), self.seconds_behind / max(1e-9, max_seconds))
 
 
+def stamped_ahead(at: float, now: float) -> bool:
+    """Whether a turn stamped `at` is ahead of `now` by more than
+    `FUTURE_STAMP_TOLERANCE_S` (then how long it waited is unknown); one within the
+    tolerance counts as stamped now."""
+    return at > now + FUTURE_STAMP_TOLERANCE_S
+
+
 def staleness(
     view: SummaryView | None,
     *,
@@ -231,15 +246,16 @@ def staleness(
     bound_at: float | None = None,
 ) -> Staleness:
     """See `WarmStore.staleness`. The one rule for a stamp ahead of `now`: a
-    `first_uncovered_at` later than `now` (a client's clock ahead of the server's, its
-    `created_at` taken as given) says nothing of how long the turn has waited, so it
-    counts as unknown: the upper bound stands in (now - the view's created_at; for a
-    view with no version, now - `bound_at`, the conversation's creation or its first
-    turn's stamp, when given). Taken as is it made every such view 0 s behind, never
+    `first_uncovered_at` later than `now` by more than `FUTURE_STAMP_TOLERANCE_S` (a
+    client's clock ahead of the server's, its `created_at` taken as given; within the
+    tolerance it counts as stamped now, 0 s waited) says nothing of how long the turn
+    has waited, so it counts as unknown: the upper bound stands in (now - the view's
+    created_at; for a view with no version, now - `bound_at`, the conversation's
+    creation or its first turn's stamp, when given). Taken as is it made every such view 0 s behind, never
     over its seconds budget, for as long as the stamp stayed ahead."""
     end = view.end_position if view is not None else -1
     behind = max(0, last_position - end) if turns_behind is None else max(0, turns_behind)
-    if first_uncovered_at is not None and first_uncovered_at > now:
+    if first_uncovered_at is not None and stamped_ahead(first_uncovered_at, now):
         first_uncovered_at = None
     if behind == 0:
         seconds = 0.0
@@ -622,7 +638,8 @@ class WarmStore:
         """How far `view` (None: never written) is behind a log whose last position is
         `last_position`. Turns behind = last_position - end_position. Seconds behind =
         now - `first_uncovered_at` (when the oldest message the view lacks was
-        written); without it, or when it is later than `now` (a client's clock ahead),
+        written); without it, or when it is later than `now` by more than
+        `FUTURE_STAMP_TOLERANCE_S` (a client's clock ahead),
         the view's age bounds it (now - created_at), and for a missing view
         now - `last_message_at` is used. Over budget when some turn is
         uncovered and turns > max_turns or seconds > max_seconds."""
