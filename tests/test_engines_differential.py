@@ -2,10 +2,16 @@
 SQLite (a real file under tmp_path) and over PostgreSQL + pgvector (tests/pg_server.py,
 a fresh schema) gives the same answer to every call: appends and their refusals (the
 same exception class and field), pins, retractions, forks, checkpoints, prune and both
-erasures, history and its pages, active, facts, search, namespace stats, tombstones and
-`context()` (messages, tokens, plan slices). A user who moves from one engine to the
+erasures, history and its pages, active, facts, search, namespace stats, tombstones,
+`context()` (messages, tokens, plan slices) and what the store keeps beside the log (pinned
+and load-bearing turns, pin candidates, statement-level supersessions). Every fork is
+appended to as it is made (the position it gives: no other operation appends to a fork)
+and its pins compared with its parent's; half the drawn forks, and one every sequence
+starts with, are made at a position pinned first. A user who moves from one engine to the
 other (`tiermem migrate-store`) must not see a difference; the second property builds a
-SQLite store with a random sequence, migrates it and compares the reads on both.
+SQLite store with a random sequence (and a statement-level supersession), migrates it,
+compares the reads on both, then appends to every conversation on both: the positions
+the copies give and their logs after it.
 
 Time is the caller's (`created_at` from a counter far in the past), so prune's cutoff
 and every stored time are the same on both sides.
@@ -64,7 +70,8 @@ from tiermem.tiers.tokens import BpeTokenCounter
 # 30: a conversation's equal-distance hits in the wrong order (every count, 1st sequence),
 # superseded turns offered as pin candidates (120: 25th, 60: 31st), prune's boundary (120:
 # 10th, 60: 9th). Two it missed at 120 and 30 alike (a fork dropping the pin at its fork
-# position; a fork's next_position off by one, which no read here shows).
+# position; a fork's next_position off by one, which no read showed) are caught in the 1st
+# sequence since every fork is appended to and its pins compared (SAME_SEED).
 SAME_EXAMPLES = 60
 # The migrated property pays a fixed cost per sequence (four stores opened, two schemas,
 # one migration, the reads) larger than its operations', so it runs fewer, longer ones:
@@ -73,6 +80,8 @@ SAME_EXAMPLES = 60
 # and 399 operations in all; 25 of MIGRATED_OPS_MIN-MIGRATED_OPS_MAX hold each kind in 3-11,
 # 144 pairs, 404 operations. (Not for the other property: there the reads grow with the
 # conversations a sequence makes, and 60 sequences of 10-24 took 62 s where 120 of 4-20 took 45.)
+# The statement supersessions not copied and the copy's next_position off by one were caught
+# by no count before MIGRATED_SEED and the appends after the move; now in the 1st sequence.
 MIGRATED_EXAMPLES = 25
 MIGRATED_OPS_MIN, MIGRATED_OPS_MAX = 10, 24
 BASE_TIME = 1_600_000_000.0  # unix seconds (2020-09): every message is far older than now
@@ -137,7 +146,10 @@ OP = st.one_of(
     st.tuples(st.just("retract"), IDX, IDX, POS),
     st.tuples(st.just("pin"), IDX, IDX, st.tuples(POS, st.integers(0, 100))),
     st.tuples(st.just("unpin"), IDX, IDX, POS),
-    st.tuples(st.just("fork"), IDX, IDX, st.tuples(POS, IDX)),
+    # True: at a position the conversation holds, pinned first (a user forking at the turn
+    # they pinned), so that the copy of a pin at the fork position itself is checked in most
+    # sequences
+    st.tuples(st.just("fork"), IDX, IDX, st.tuples(POS, IDX, st.booleans())),
     st.tuples(st.just("checkpoint"), IDX, IDX, POS),
     # the four retention operations as one choice: as often as any other operation, so
     # that most sequences keep conversations for the operations after them
@@ -156,6 +168,29 @@ SEED: list[tuple[str, int, int, Any]] = [
                            ("user", "ticket river")]),
     ("append_many", 1, 1, [("user", "copper lantern"), ("user", "From now on always answer in French.")]),
 ]
+# the same-operations property's sequences also start with a fork at a pinned position
+# (appended to and compared as every fork is: `apply`): drawn forks at a position pinned
+# first were rare with some seeds (seed 0: the 4th sequence, then the 55th), and this one
+# fork costs less than drawing forks more often (each adds a conversation to every read);
+# and with a prune whose cutoff is the time of a/b's conversation's last message exactly
+# (kept: idle since before the cutoff is pruned), a boundary drawn cutoffs hit in few
+# sequences (seeds 1 and 2: none of 60)
+SAME_SEED = [*SEED, ("prune", 1, 0, 5), ("fork", 0, 0, (1, 0, True))]
+
+# the migrated store also holds a statement-level supersession (a correction of one of a
+# turn's two statements: tests/test_statements.py), which no drawn text makes: only a turn
+# with two statements, one of them corrected later, writes a statement_supersessions row;
+# then the other statement corrected: the turn superseded whole (its superseded_by), which
+# drawn texts make in few sequences (seeds 0 and 2: none of 25)
+MIGRATED_SEED = [*SEED, ("append_many", 2, 0, [
+    ("user", "My flight is LH 1172 and my hotel is the Tivoli Oriente."), ("assistant", "Both saved."),
+    ("user", "Actually the hotel is now the Pestana Palace."),
+    ("user", "And the flight changed to LH 1180, the first was cancelled.")])]
+PIN_CANDIDATES = 50  # pin candidates read per conversation: more than a sequence pins
+FORK_PIN_PRIORITY = 7  # the pin put at a fork position before forking
+FORK_TEXT = "after the fork: river"  # appended to every fork as it is made
+MOVED_TEXT = "after the move: harbour"  # appended to every migrated conversation
+MOVED_AT = BASE_TIME + STEP_S * 100_000  # after every message a sequence writes
 
 
 class Both:
@@ -251,6 +286,18 @@ def _store_stats(s: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in s["cold"].items() if k not in ("db_bytes", "path", "schema_version")}
 
 
+def _state(m: Memory, ns: str, conv: str) -> dict[str, Any]:
+    """What the store keeps beside the log and no read above shows whole: the pinned and
+    load-bearing turns with their priorities and supersession, the pin candidates in the
+    planner's order, and the statement-level supersessions, as the store holds them."""
+    key = m._key(conv, ns)[2]
+    return {"pinned": [(t.position, t.pinned_priority, t.load_bearing, t.priority, t.superseded_by)
+                       for t in m.cold.pinned_turns(key)],
+            "candidates": [(t.position, t.pinned_priority, t.priority)
+                           for t in m.cold.pin_candidates(key, min_priority=0, limit=PIN_CANDIDATES)],
+            "statements": [dataclasses.astuple(r) for r in m.cold.superseded_statements(key)]}
+
+
 def read_all(both: Both, nss: list[str], word: str) -> None:
     """Every read of every conversation the examples may have touched, on both engines."""
     both.same("stats", lambda m: m.stats(), _store_stats)
@@ -285,6 +332,7 @@ def read_all(both: Both, nss: list[str], word: str) -> None:
                     break
             both.same(f"active {ns}/{conv}", lambda m, c=conv, k=kw(): m.active(c, **k), _active)
             both.same(f"facts {ns}/{conv}", lambda m, c=conv, k=kw(): m.facts(c, **k), _facts)
+            both.same(f"pins and supersessions {ns}/{conv}", lambda m, c=conv, n=ns: _state(m, n, c))
             both.same(f"search {ns}/{conv} {word}", lambda m, c=conv, k=kw(): m.search(c, word, SEARCH_K, **k),
                       _hits_all)
             both.same(f"vector-only search {ns}/{conv}",
@@ -326,9 +374,23 @@ def apply(both: Both, op: tuple[str, int, int, Any], nss: list[str], forks: Iter
     elif name == "unpin":
         both.same(what, lambda m: m.unpin(conv, arg, namespace=ns))
     elif name == "fork":
-        up_to, child = arg
+        up_to, child, pin_first = arg
         new_id = f"{CONVERSATIONS[child]}-f{next(forks)}"
-        both.same(what, lambda m: m.fork(conv, up_to, new_id=new_id, namespace=ns))
+        if pin_first:
+            # at a position the conversation holds (refusals: the other half's), pinned first
+            log = both.same(f"history {ns}/{conv} to fork", lambda m: m.history(conv, namespace=ns), _messages)
+            if log[0] == "ok" and log[1]:
+                up_to %= len(log[1])
+            both.same(f"pin {ns}/{conv} {up_to} to fork", lambda m: m.pin(conv, up_to, priority=FORK_PIN_PRIORITY,
+                                                                          namespace=ns))
+        if both.same(what, lambda m: m.fork(conv, up_to, new_id=new_id, namespace=ns))[0] == "ok":
+            # the fork's next position (no operation here appends to a fork) and the pins it
+            # copied, beside its parent's
+            at = both.now()
+            both.same(f"append to fork {ns}/{new_id}",
+                      lambda m: m.append(new_id, {"role": "user", "content": FORK_TEXT}, created_at=at, namespace=ns))
+            for c in (new_id, conv):
+                both.same(f"pins after fork {ns}/{c}", lambda m, c=c: _state(m, ns, c))
     elif name == "checkpoint":
         both.same(what, lambda m: m.checkpoint(conv, f"fold of {conv} up to {arg}: garden", arg, namespace=ns),
                   _checkpoint)
@@ -350,6 +412,17 @@ def apply(both: Both, op: tuple[str, int, int, Any], nss: list[str], forks: Iter
                   lambda m: m.context(conv, f"tell me about the {arg}", BUDGET_TOKENS, namespace=ns,
                                     namespace_recall=False), _context)
         both.same(f"history {ns}/{conv}", lambda m: m.history_page(conv, after=0, limit=PAGE, namespace=ns), _page)
+
+
+def append_to_each(both: Both, nss: list[str]) -> None:
+    """One message appended to every conversation on both: the position it gets (the
+    copy's next position) and the log after it must agree."""
+    for ns in nss:
+        for conv in both.mems["sqlite"].conversations(ns):
+            both.same(f"append after the move {ns}/{conv}", lambda m, c=conv, n=ns: m.append(
+                c, {"role": "user", "content": MOVED_TEXT}, created_at=MOVED_AT, namespace=n))
+            both.same(f"history after the move {ns}/{conv}", lambda m, c=conv, n=ns: m.history(c, namespace=n),
+                      _messages)
 
 
 # query texts' vectors, computed once for the module: a search or context() embeds its query
@@ -415,7 +488,7 @@ def test_the_same_operations_answer_the_same_on_both_engines(engines: Both, ops:
     # each example under a root namespace of its own: examples cannot see each other
     nss = [f"r{run}/{ns}" for ns in NAMESPACES]
     forks = itertools.count()
-    for op in SEED + ops:
+    for op in SAME_SEED + ops:
         apply(engines, op, nss, forks)
     read_all(engines, nss, word)
 
@@ -435,9 +508,11 @@ def test_a_store_migrated_to_postgres_answers_as_the_sqlite_one_did(
                 _open(Config(data_dir=data.parent / "twin", cold_url=pg_url, cold_schema=fresh_schema()), emb) as twin:
             both = Both(lite, twin)
             forks = itertools.count()
-            for op in SEED + ops:
+            for op in MIGRATED_SEED + ops:
                 apply(both, op, nss, forks)
         migrate_store(data, pg_url, tokens=counter, target_schema=schema)
         with _open(Config(data_dir=data), emb) as lite, \
                 _open(Config(data_dir=data.parent / "moved", cold_url=pg_url, cold_schema=schema), emb) as moved:
-            read_all(Both(lite, moved), nss, word)
+            after = Both(lite, moved)
+            read_all(after, nss, word)
+            append_to_each(after, nss)
