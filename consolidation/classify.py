@@ -320,36 +320,16 @@ _CORRECTION_STRONG: list[tuple[str, LazyPattern]] = [
     ("let's-not", lazy_compile(r"^let's not\b|^(?:let's|we'll) (?:go with|use|do) .{1,30} instead\b")),
 ]
 _CORRECTION_OPENER = lazy_compile(r"^(?:(?:hmm+|oh|oops|sorry|wait|no|um+)[,.!]?\s+)*actually\b[,]?\s*")
+# "my dinner budget is 70 EUR actually": "actually" closing a clause, which the value
+# before it makes a correction as the opener's does ("Actually my dinner budget is 70 EUR.");
+# without a value ("great actually", "I'm not sure actually") it revises nothing
+_CORRECTION_CLOSER = lazy_compile(r"^(?P<rest>.+?),?\s+actually$")
 _CORRECTION_CHANGE = lazy_compile(
     r"\b(?:make it|change|instead|rather|not|no longer|new|now|switch|move|better|fine|prefer|meant|"
     r"it's|use)\b|"
     r"\b(?:is|are) (?:at|on|in)\b"
 )
 _ADDITIVE = lazy_compile(r"\b(?:also|too|as well|another|in addition|one more)\b")
-# A value a closing "actually" may follow: a word with a digit ("70", "$80", "14th", "4b"),
-# a day or days, a month, a number word from two up. Never "one": "that one", "no one",
-# "one of my friends", "one coffee today" name no slot's value.
-_CLOSER_VALUE = (rf"(?:[$\u20ac\u00a3]?[\w:.-]*\d[\w:.%-]*|(?:{DAY_NAMES})s?|today|tomorrow|tonight"
-                 r"|january|february|march|april|may|june|july|august|september|october|november|december"
-                 r"|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred)")
-# "my dinner budget is 70 EUR actually": "actually" closing a clause that states a slot of
-# the speaker's ("my/our X is/are VALUE", "our team meets on Wednesdays") or a plan's time
-# or place as _CORRECTION_CHANGE's "is at/on/in" does ("the meeting is at 3 pm") is a
-# correction as the opener's is ("Actually my dinner budget is 70 EUR."). Anything else
-# closing with it narrates: "The iPhone 15 is great actually.", "I only had one coffee today
-# actually.", "I ran 10 km today actually." revise no slot, and a cue there superseded the
-# earlier fact that shared a word with it ("My phone is an iPhone 13.").
-_CORRECTION_CLOSER = lazy_compile(
-    r"^(?:(?:hmm+|oh|oops|sorry|wait|no|um+|well|so)[,.!]?\s+)*"
-    r"(?:"
-    # the speaker's slot: "my dinner budget is 70 eur", "our team meets on wednesdays"
-    r"(?:my|our) [\w'-]+(?: [\w'-]+){0,3}? (?:(?:is|are)(?: (?:now|still))?(?: (?:at|on|in|for|until))?"
-    r"|[a-z]+s (?:at|on|in|until))"
-    # ... or a plan's time or place: "the meeting is at 3 pm"
-    r"|(?:the|my|our) [\w'-]+(?: [\w'-]+){0,3}? (?:is|are) (?:at|on|in)"
-    r")"
-    rf" (?:the |just |only |about |around )?{_CLOSER_VALUE}(?: [\w:.%-]+){{0,3}}?,?\s+actually$"
-)
 # A word that reads as a value on its own: digits ("7:40", "$80", "3rd"), a day or a month.
 _VALUE_WORD = (rf"(?:[\w:$.-]*\d[\w:$.-]*|{DAY_NAMES}|today|tomorrow"
                r"|tonight|january|february|march|april|may|june|july|august|september|october|november|december)")
@@ -427,9 +407,12 @@ def _correction_cue(norm: str, role: str, clauses: Sequence[str]) -> tuple[str, 
         if not _ADDITIVE.search(rest) and not asks and changes:
             return "actually-change", m.group(0).strip(" ,")
     for c in clauses:
-        # "my kids are also 5 actually" adds a value, revises none
-        if _CORRECTION_CLOSER.match(c) and not _ADDITIVE.search(c):
-            return "actually-change", "actually"
+        m3 = _CORRECTION_CLOSER.match(c)
+        if m3 is not None:
+            rest = m3.group("rest")
+            asks = rest.startswith(("can you", "could you", "do you", "what", "how")) or rest.endswith("?")
+            if _slot_value(rest) and not _ADDITIVE.search(rest) and not asks:
+                return "actually-change", "actually"
     for c in clauses:
         m2 = _NOT_X_BUT_Y.search(c)
         if m2 and not _IMPERATIVE_START.match(c):

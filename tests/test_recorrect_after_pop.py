@@ -9,10 +9,9 @@ consolidation.classify `correction_cue`):
   superseded by it and the new value alone current, and the context shows the caller's
   checkpoint that says the old value marked as written before the correction.
 - Popping the new correction too leaves the old value current again.
-- "actually" closing a clause that states a slot of the speaker's with a value ("my dinner
-  budget is 70 EUR actually") is a correction cue as "actually" opening it is; without a
-  value ("Great actually!", "I'm not sure actually.") or adding a value ("I also have 2 cats
-  actually.") it is none (narrations with a value: tests/test_actually_closer_lookalikes.py).
+- "actually" closing a clause with a value ("my dinner budget is 70 EUR actually") is a
+  correction cue as "actually" opening it is; without a value ("Great actually!", "I'm
+  not sure actually.") or adding a value ("I also have 2 cats actually.") it is none.
 Both engines (a SQLite file; a fresh PostgreSQL schema: tests/conftest.py `engine_config`).
 """
 
