@@ -320,10 +320,6 @@ _CORRECTION_STRONG: list[tuple[str, LazyPattern]] = [
     ("let's-not", lazy_compile(r"^let's not\b|^(?:let's|we'll) (?:go with|use|do) .{1,30} instead\b")),
 ]
 _CORRECTION_OPENER = lazy_compile(r"^(?:(?:hmm+|oh|oops|sorry|wait|no|um+)[,.!]?\s+)*actually\b[,]?\s*")
-# "my dinner budget is 70 EUR actually": "actually" closing a clause, which the value
-# before it makes a correction as the opener's does ("Actually my dinner budget is 70 EUR.");
-# without a value ("great actually", "I'm not sure actually") it revises nothing
-_CORRECTION_CLOSER = lazy_compile(r"^(?P<rest>.+?),?\s+actually$")
 _CORRECTION_CHANGE = lazy_compile(
     r"\b(?:make it|change|instead|rather|not|no longer|new|now|switch|move|better|fine|prefer|meant|"
     r"it's|use)\b|"
@@ -406,13 +402,6 @@ def _correction_cue(norm: str, role: str, clauses: Sequence[str]) -> tuple[str, 
         changes = _CORRECTION_CHANGE.search(rest) or _slot_value(rest) or _IMPERATIVE_START.match(rest)
         if not _ADDITIVE.search(rest) and not asks and changes:
             return "actually-change", m.group(0).strip(" ,")
-    for c in clauses:
-        m3 = _CORRECTION_CLOSER.match(c)
-        if m3 is not None:
-            rest = m3.group("rest")
-            asks = rest.startswith(("can you", "could you", "do you", "what", "how")) or rest.endswith("?")
-            if _slot_value(rest) and not _ADDITIVE.search(rest) and not asks:
-                return "actually-change", "actually"
     for c in clauses:
         m2 = _NOT_X_BUT_Y.search(c)
         if m2 and not _IMPERATIVE_START.match(c):
