@@ -673,8 +673,11 @@ def parse_message(
     # fingerprint an earlier release took of it (`append_fingerprint`)
     sent = _sdk_wire_form(body, logprobs=False)
     body = _sdk_wire_form(sent)
-    if isinstance(raw, Message) and raw._sent_body is not None:
-        sent = raw._sent_body  # a parse of a parse: as it was sent first
+    if isinstance(raw, Message) and raw._sent_body is not None and _sdk_wire_form(raw._sent_body) == body:
+        # a parse of a parse: as it was sent first; only while it still says what the body
+        # does: `model_copy(update=...)` keeps the private attribute, and an edited body must
+        # not pass for the request sent before it (a replay of another request)
+        sent = raw._sent_body
     for name, value in {**body, **envelope}.items():
         # a top-level key that is no string is check_body's ("field names must be strings")
         if isinstance(name, str) and (loc := non_string_key(value)) is not None:
