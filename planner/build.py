@@ -814,14 +814,9 @@ class Planner:
         while True:
             messages, kinds, where = render.render(fixed.messages, chosen, fixed.latest_body, fixed.latest_user)
             total = messages_tokens(self.tokens, render.out(messages))
-            over = total - (budget - self._opening_room(messages))
-            if over <= 0:
+            if total <= budget - self._opening_room(packing, messages):
                 break
-            if not packing.drop_one(plan, over):
-                if total <= budget:
-                    # only the opening message's room is short, and nothing is left to
-                    # drop: sent so, never refused for it (to_anthropic's note names it)
-                    break
+            if not packing.drop_one(plan):
                 pending = call.pending if limit is None else 0  # the room is the budget given less them
                 # the latest tool round (never dropped: pack.Packing.drop_one; older rounds
                 # were) named as the part that does not fit, where it is shown
@@ -837,7 +832,7 @@ class Planner:
         # over goes to the next retrieved candidates, as long as the exact count still
         # fits (only retrieved: it sits last, so the slack, which varies from turn to
         # turn, never changes the cacheable prefix)
-        budget -= self._opening_room(messages)
+        budget -= self._opening_room(packing, messages)
         for _ in range(TOP_UP_ROUNDS if plan.query_class in NEEDS_ROOM_CLASSES else 0):
             added = packing.top_up(["retrieved"], budget - total)
             if not added:
@@ -851,13 +846,14 @@ class Planner:
             messages, kinds, where, total = more, more_kinds, more_where, more_total
         return messages, kinds, where, total
 
-    def _opening_room(self, messages: list[dict[str, Any]]) -> int:
+    def _opening_room(self, packing: Packing, messages: list[dict[str, Any]]) -> int:
         """The room kept for the opening user message Anthropic's form adds before a
-        context whose first turn is the assistant's (adapters.anthropic `opening_tokens`):
-        that message is sent, so a context planned to its budget that opens with a reply
-        (the older tail gave way: a tool round the question came after, a reply before the
-        question) would be sent past it (594 planned of 599, 603 sent). 0 where a user
-        turn opens the context, or none does (no turn but system messages: left as it was)."""
+        context whose first turn is the assistant's (adapters.anthropic `opening_tokens`),
+        where the round the question came after (pack `loop_after`) is shown and opens
+        the context (the older tail gave way to it): 0 elsewhere, so every other context
+        is as before."""
+        if packing.loop_after == packing.latest_user or not packing.round_units():
+            return 0
         # the role as the turn index reads it: a Responses item (`function_call`, no role)
         # is the model's turn, a developer message a system one (Anthropic lifts it out)
         first = next((m for m in messages if canonical_role(m) != "system"), None)
@@ -1027,8 +1023,6 @@ class Planner:
                     ext, why_new = self._extend(prev, call, fixed, packing, latest_item, excess if moved_on else None)
                 if ext is not None and self.render.converting():
                     ext, why_new = self._converted(prev, ext, call.budget)
-                if ext is not None:
-                    ext, why_new = self._opening_fits(ext, call.budget)
             else:
                 why_new = "epochs are off (context_epochs=false or retrieved turns before the tail)"
         kept_from = call.kept_from
@@ -1572,16 +1566,6 @@ class Planner:
             if mid is not None or fold:
                 return mid, fold
         return _Extension(segs, total, reason), ""
-
-    def _opening_fits(self, ext: _Extension, budget: int) -> tuple[_Extension | None, str]:
-        """An extension kept only where Anthropic's opening message fits beside it
-        (`_opening_room`: the previous context opened with a reply and the extension fills
-        the budget); else None and why a new epoch starts (it is planned with the room)."""
-        opening = self._opening_room([g.message for g in ext.segments])
-        if ext.total + opening <= budget:
-            return ext, ""
-        return None, (f"room used up: {ext.total} of {budget} tokens and {opening} for the opening user "
-                      "message Anthropic's form adds before a context that opens with a reply")
 
     def _converted(self, prev: EpochState, ext: _Extension, budget: int) -> tuple[_Extension | None, str]:
         """An extension planned on the stored form, kept under a conversion

@@ -31,9 +31,7 @@ Invariants:
   older tail), it keeps room beside itself for an opening user message (`opening`:
   Anthropic's form adds one before a context that starts with the assistant), one too
   large for the room the pins leave is left out (`leave_unanswered`), and `drop_one`
-  trims its outputs further by the exact count's excess (`shrink_round`: a form sent that
-  costs more than the stored one), and where not even ROUND_MIN_RESULT_TOKENS an output
-  frees it drops it before any pin or tail turn, packing again without it (`refill`).
+  drops it before any pin or tail turn, packing again without it (`refill`).
 - The tail is contiguous (an older turn never jumps a gap) and starts on a grid
   (`stable_tail`), so consecutive contexts share it as a byte-identical prefix. One
   exception: on the default layout the part `grow_tail` adds passes over a unit that
@@ -151,8 +149,6 @@ class Packing:
         # what `fill` began with (its arguments, the pools, plan.left_out's length): `refill`
         self._start: tuple[Any, ...] | None = None
         self._filled: set[int] = set()
-        # fill's `retrim` (`shrink_round` trims the unanswered round further with it)
-        self._retrim: Callable[[Candidate, int], Candidate] | None = None
         # what an opening user message costs (adapters.anthropic `opening_tokens`): a round
         # the question came after keeps room for it beside itself, as it may open the context
         self.opening = 0
@@ -184,7 +180,6 @@ class Packing:
                                 latest_user=latest_user, memory_last=memory_last, tail_first=tail_first,
                                 retrim=retrim))
         self.latest_user = latest_user
-        self._retrim = retrim
         self.loop_after = (latest_user if self.unanswered_dropped
                            else loop_after(self.pools["tail"], latest_user))
         if self.pools["pinned"]:
@@ -540,17 +535,15 @@ class Packing:
                 slack -= short.tokens + fixed
         return added
 
-    def drop_one(self, plan: Plan, over: int = 0) -> bool:
+    def drop_one(self, plan: Plan) -> bool:
         """Drop the lowest-value item: retrieved (lowest score), summary, the oldest tail
         unit but those of the latest tool round (an older round of the loop gives way,
         oldest first), then the lowest-priority pin; never a unit of the latest round
         (`round_units`: the model would call its tools again), so a latest round that does
         not fit is the budget's error; but for a round the question came after, no reply
         between (`loop_after`: not the model's pending loop), which goes before any tail
-        turn or pin: its outputs trimmed further to take `over` tokens less (the exact
-        count's excess: `shrink_round`), and where not even ROUND_MIN_RESULT_TOKENS an
-        output frees that, the context packed again without it (`refill`: what gave way to
-        it comes back): the question is then sent without it, never refused for it."""
+        turn or pin, the context packed again without it (`refill`: what gave way to it
+        comes back): the question is then sent without it, never refused for it."""
         chosen = self.chosen
         for s in ("retrieved", "summary"):
             if chosen[s]:
@@ -563,11 +556,7 @@ class Packing:
             # a round the question came after (not the model's pending loop) goes before
             # any pin or tail turn, and what gave way to it comes back: packed again as if
             # it had been left out from the start (`refill`; a packing `fill` never ran, as
-            # a unit test's, drops its units alone). First trimmed further: the estimate it
-            # was fitted by runs a few dozen tokens under the exact count where the form
-            # sent differs from the stored one (Anthropic blocks sent as Responses items)
-            if over > 0 and self.shrink_round(round_, over):
-                return True
+            # a unit test's, drops its units alone)
             if self._start is not None:
                 self.refill(round_)
                 return True
@@ -591,43 +580,6 @@ class Packing:
             plan.left_out.append(victim.item(DROPPED))
             return True
         return False
-
-    def shrink_round(self, round_: Sequence[Candidate], by: int) -> bool:
-        """The round the question came after (`round_`, its chosen units) with its tool
-        outputs trimmed further (fill's `retrim`), to the largest allowance, one for all, at
-        which it takes at least `by` tokens less; False (nothing changed) where not even
-        ROUND_MIN_RESULT_TOKENS an output frees that much."""
-        retrim = self._retrim
-        if retrim is None:
-            return False
-        want = sum(c.tokens for c in round_) - by
-        lo = ROUND_MIN_RESULT_TOKENS
-        hi = self.round_trim if self.round_trim is not None else max(c.tokens for c in round_) + 1
-        best = [retrim(c, lo) for c in round_]
-        if hi <= lo or sum(c.tokens for c in best) > want:
-            return False
-        for _ in range(ROUND_TRIM_TRIES):  # the largest allowance that frees `by`
-            if hi - lo <= 1:
-                break
-            mid = (lo + hi) // 2
-            got = [retrim(c, mid) for c in round_]
-            if sum(c.tokens for c in got) <= want:
-                lo, best = mid, got
-            else:
-                hi = mid
-        self.round_trim = lo
-        for c in best:
-            if c.fidelity == "trimmed":
-                c.reason = ROUND_TRIMMED.format(limit=lo)
-        ids = {id(c) for c in round_}
-        tail = self.chosen["tail"]
-        at = next(i for i, c in enumerate(tail) if id(c) in ids)
-        tail[:] = [c for c in tail if id(c) not in ids]
-        tail[at:at] = best
-        freed = sum(c.tokens for c in round_) - sum(c.tokens for c in best)
-        self.used["tail"] -= freed
-        self.remaining += freed
-        return True
 
     def refill(self, round_: Sequence[Candidate]) -> None:
         """Pack again from `fill`'s start, the round the question came after (`round_`,

@@ -38,8 +38,7 @@ def _room(call: dict[str, Any], result: dict[str, Any], opening: list[dict[str, 
     packing.loop_after = loop_after(pools["tail"], 3)
     packing.chosen["tail"] = [round_]
     shim = SimpleNamespace(_opening_tokens=lambda: OPENING_TOKENS)
-    assert packing.round_units() == [round_]  # the round the question came after opens the context
-    return Planner._opening_room(shim, [*opening, call, result, QUESTION])  # type: ignore[arg-type]
+    return Planner._opening_room(shim, packing, [*opening, call, result, QUESTION])  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("call", "result", "opening", "room"), [
