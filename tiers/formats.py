@@ -1033,21 +1033,30 @@ FREE_JSON_FIELDS = frozenset({"input_schema", "annotations", "parameters"})
 NO_ARGUMENTS = "{}"
 
 
-def _without_nulls(value: Any, kept: frozenset[str]) -> Any:
+def _without_nulls(value: Any, kept: frozenset[str], depth: int = 0) -> Any:
     """`value` without the null-valued keys of its dicts at any depth (those in `kept`, and
     whatever sits under FREE_JSON_FIELDS, as they are): what `to_dict()` (`exclude_unset`)
     would have stored of a hosted-tool item a `model_dump()` wrote with every unset field as
     null, which its request type refuses (`action.queries: null`). `value` itself when it
-    holds no such null; the caller's is never modified."""
+    holds no such null; the caller's is never modified. Below NULLS_MAX_DEPTH levels a value
+    is left as it is: a row stored by an older release may nest far deeper than append now
+    allows, and recursing through it raised RecursionError in every context over it."""
+    if depth >= NULLS_MAX_DEPTH:
+        return value
     if isinstance(value, dict):
-        out = {k: (v if k in FREE_JSON_FIELDS else _without_nulls(v, kept))
+        out = {k: (v if k in FREE_JSON_FIELDS else _without_nulls(v, kept, depth + 1))
                for k, v in value.items() if v is not None or k in kept}
         same = len(out) == len(value) and all(out[k] is v for k, v in value.items())
         return value if same else out
     if isinstance(value, list):
-        items = [_without_nulls(v, kept) for v in value]
+        items = [_without_nulls(v, kept, depth + 1) for v in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     return value
+
+
+# how deep `_without_nulls` looks: past append's own nesting limit (MAX_JSON_DEPTH, 32) with
+# room, far below the interpreter's recursion limit
+NULLS_MAX_DEPTH = 64
 
 
 def _is_responses_message(body: dict[str, Any]) -> bool:
