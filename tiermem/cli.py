@@ -161,6 +161,10 @@ class CliError(click.ClickException):
 # what is present, migrate-store resumes, rebuild and index redo, an erasure erases the rest.
 SEVERAL_TRANSACTION_COMMANDS = frozenset({"rebuild", "import", "migrate-store", "index", "prune", "delete",
                                           "delete-namespace"})
+# The commands that only read the store: a storage failure there says nothing of a write
+# (storage_problem's reads_only), which they did not make. `context` is not one: it may
+# write the hot set and warm views.
+READ_ONLY_COMMANDS = frozenset({"history", "conversations", "facts", "search", "stats", "export"})
 
 
 def _driver_words(exc: BaseException) -> str | None:
@@ -179,11 +183,13 @@ def _driver_words(exc: BaseException) -> str | None:
     return None
 
 
-def one_line(exc: BaseException, *, several_transactions: bool = False, the_store: bool = True) -> str:
+def one_line(exc: BaseException, *, several_transactions: bool = False, the_store: bool = True,
+             reads_only: bool = False, db_path: Path | None = None) -> str:
     """A one-line description of `exc` for `error: ...`; `several_transactions`: it ended
-    a command of SEVERAL_TRANSACTION_COMMANDS. `the_store` False: `exc` is not the
-    database's (the hot tier's start): a refused or full disk is said as the file's
-    (`PATH: strerror`), never in storage_problem's words about the database."""
+    a command of SEVERAL_TRANSACTION_COMMANDS, `reads_only` one of READ_ONLY_COMMANDS;
+    `db_path`: the SQLite database it opened, whose disk a full-disk error names. `the_store`
+    False: `exc` is not the database's (the hot tier's start): a refused or full disk is
+    said as the file's (`PATH: strerror`), never in storage_problem's words about the database."""
     try:
         import pydantic
 
@@ -199,7 +205,8 @@ def one_line(exc: BaseException, *, several_transactions: bool = False, the_stor
     if not the_store and isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
         return f"{exc.filename}: {exc.strerror}"
     # a read-only, full or failing disk: say so, not the driver's words
-    problem = storage_problem(exc, several_transactions=several_transactions) if the_store else None
+    problem = (storage_problem(exc, several_transactions=several_transactions, reads_only=reads_only,
+                               db_path=db_path) if the_store else None)
     if problem is not None:
         said = _driver_words(exc)
         return problem.detail if said is None or said in problem.detail else f"{problem.detail} ({said})"
@@ -475,11 +482,14 @@ class TiermemGroup(click.Group):
             except Exception as exc:
                 if _debug_requested(ctx):
                     raise
-                damaged = damaged_database_line(exc, getattr(ctx.obj, "opened", None))
+                opened = getattr(ctx.obj, "opened", None)
+                damaged = damaged_database_line(exc, opened)
                 if damaged is not None:
                     raise CliError(damaged) from None
                 several = ctx.invoked_subcommand in SEVERAL_TRANSACTION_COMMANDS
-                raise CliError(one_line(exc, several_transactions=several)) from None
+                db_path = opened.db_path if opened is not None and opened.cold_url is None else None
+                raise CliError(one_line(exc, several_transactions=several, db_path=db_path,
+                                        reads_only=ctx.invoked_subcommand in READ_ONLY_COMMANDS)) from None
 
 
 # the command line's arguments, kept in the group's context for its Ctrl-C handler

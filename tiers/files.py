@@ -15,6 +15,11 @@ Invariants:
 - `storage_problem` classifies an exception as the storage refusing, failing (full,
   read-only, I/O error) or busy (another writer held it past the busy timeout, a lock
   or statement timeout), for the HTTP service (507/503) and the CLI's one-line errors.
+  Given the database's path, an I/O error on a disk with (next to) nothing free is said as
+  that disk being full, naming where: SQLite meets a full disk as SQLITE_IOERR where it
+  grows its -shm (every open of a WAL database, reads included), not only as SQLITE_FULL.
+  What it says of the write is true of the caller: a command that only reads is never
+  told that its write was rolled back or that nothing was written.
 
 This module imports only the standard library and `tiers.errors`, so every tier may use it.
 """
@@ -149,6 +154,35 @@ DISK_FULL_SQLSTATE = "53100"
 INSUFFICIENT_RESOURCES_SQLSTATE_CLASS = "53"
 
 
+# A filesystem with less than this free (to this process: root may use the blocks
+# reserved for it) is full for SQLite: a WAL frame is a page (4 KiB) and the -shm grows in
+# 32 KiB pieces, so an I/O error there is the disk being full, not a failing disk
+FULL_DISK_FREE_BYTES = 1024 * 1024
+
+
+def free_bytes(path: Path) -> int | None:
+    """The bytes this process may still write on the filesystem holding `path` (its
+    nearest existing ancestor); None when the kernel cannot be asked."""
+    p = Path(path)
+    while not p.exists() and p.parent != p:
+        p = p.parent
+    try:
+        st = os.statvfs(p)
+    except OSError:
+        return None
+    return (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+
+
+def _full_disk_cause(where: Path) -> str:
+    return f"storage full: the disk holding {where} is full ({free_bytes(where) or 0} bytes free)"
+
+
+# what storage_problem says in place of a write's claim for a command that only reads
+# (reads_only): nothing of a write, which it did not make
+READ_RETRY_CLAIM = "; retry later"
+READ_FULL_CLAIM = "; free space on that disk and run it again"
+
+
 class StorageProblem(NamedTuple):
     """What `storage_problem` says: the HTTP status, the message, whether the storage
     was only busy (a retry soon may pass; nothing is wrong with it), and whether it is
@@ -177,7 +211,8 @@ INCOMPLETE_REQUEST_TEXT = ("the request may be partly done: it commits in severa
 
 
 def storage_problem(exc: BaseException, *, several_transactions: bool = False,
-                    incomplete: str = INCOMPLETE_TEXT) -> StorageProblem | None:
+                    incomplete: str = INCOMPLETE_TEXT, db_path: Path | None = None,
+                    reads_only: bool = False) -> StorageProblem | None:
     """(status, message, busy) when `exc` (or what it was raised from) is the storage
     refusing, failing or busy: 507 for a full disk (SQLite's, or PostgreSQL's disk_full)
     or the database's size cap; 503 for a PostgreSQL server out of resources (the rest
@@ -195,10 +230,20 @@ def storage_problem(exc: BaseException, *, several_transactions: bool = False,
     migrate-store, index, prune, delete, delete-namespace): the message says it is
     incomplete and to run it again (`incomplete`: INCOMPLETE_TEXT for a command,
     INCOMPLETE_REQUEST_TEXT for an HTTP request) instead of what it says of one
-    transaction, and nothing is `refused_unwritten`."""
+    transaction, and nothing is `refused_unwritten`.
+
+    `db_path`: the SQLite database the error came from, when known: a full disk is said
+    as the disk holding its directory being full, and so is an I/O error where that disk
+    has less than FULL_DISK_FREE_BYTES free (module docstring). `reads_only`: the caller
+    only reads (the CLI's history, search, export): the message says nothing of a write
+    (READ_RETRY_CLAIM, READ_FULL_CLAIM) and nothing is `refused_unwritten`."""
+    where = None if db_path is None else Path(db_path).parent
+    disk_full = where is not None and (free_bytes(where) or 0) < FULL_DISK_FREE_BYTES
 
     def problem(status: int, cause: str, claim: str, *, busy: bool = False,
-                refused_unwritten: bool = False) -> StorageProblem:
+                refused_unwritten: bool = False, read_claim: str = READ_RETRY_CLAIM) -> StorageProblem:
+        if reads_only:
+            return StorageProblem(status, f"{cause}{read_claim}", busy=busy)
         if several_transactions:
             return StorageProblem(status, f"{cause}; {incomplete}", busy=busy)
         return StorageProblem(status, f"{cause}{claim}", busy=busy, refused_unwritten=refused_unwritten)
@@ -242,8 +287,13 @@ def storage_problem(exc: BaseException, *, several_transactions: bool = False,
         if isinstance(sqlstate, str) and sqlstate.startswith(UNREACHABLE_SQLSTATES):
             # lost during COMMIT, the write may have committed: the answer cannot say it was not
             return problem(503, *CONNECTION_FAILED)
-        if (primary == SQLITE_FULL or "database or disk is full" in text or os_errno in (errno.ENOSPC, errno.EDQUOT)
-                or sqlstate == DISK_FULL_SQLSTATE):
+        full = (primary == SQLITE_FULL or "database or disk is full" in text
+                or os_errno in (errno.ENOSPC, errno.EDQUOT) or sqlstate == DISK_FULL_SQLSTATE)
+        failing = (primary in (SQLITE_IOERR, SQLITE_CANTOPEN) or any(t in text for t in IO_FAILURE_TEXT)
+                   or os_errno == errno.EIO)
+        if where is not None and disk_full and (full or failing):
+            return problem(507, _full_disk_cause(where), "; nothing was written", read_claim=READ_FULL_CLAIM)
+        if full:  # with room on the disk: the database's size cap, or PostgreSQL's server
             return problem(507, "storage full: the database cannot grow (database or disk is full)",
                            "; nothing was written")
         if isinstance(sqlstate, str) and sqlstate.startswith(INSUFFICIENT_RESOURCES_SQLSTATE_CLASS):
@@ -258,7 +308,7 @@ def storage_problem(exc: BaseException, *, several_transactions: bool = False,
         ):
             return problem(503, "storage is read-only: the database cannot be written", "; nothing was written",
                            refused_unwritten=True)
-        if primary in (SQLITE_IOERR, SQLITE_CANTOPEN) or any(t in text for t in IO_FAILURE_TEXT) or os_errno == errno.EIO:
+        if failing:
             return problem(503, "storage is failing (disk I/O error)", ": the write was rolled back; retry later")
         e = e.__cause__ or e.__context__
     return None
