@@ -9,14 +9,12 @@ first model call, after the turn was stored, and `truncate_latest` was no parame
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 pytest.importorskip("langchain.agents")
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph_helpers import scripted
 
 from tiermem import Memory
 from tiermem.adapters.langchain_agent import TiermemMiddleware
@@ -25,19 +23,6 @@ from tiermem.errors import BudgetTooSmall, ValidationError
 from tiermem.tiers.models import MAX_BUDGET_TOKENS
 
 SMALL_BUDGET_TOKENS = 50  # under a 100-word message
-
-
-class Script(GenericFakeChatModel):
-    """A fake chat model answering from its script; records every input."""
-
-    received: list[list[BaseMessage]] = []  # noqa: RUF012 (a pydantic field, set per instance below)
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Script:
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
-        self.received.append(list(messages))
-        return super()._generate(messages, *args, **kwargs)
 
 
 ADAPTERS = [pytest.param(TiermemHooks, id="langgraph-hooks"), pytest.param(TiermemMiddleware, id="agent-middleware")]
@@ -62,12 +47,11 @@ def test_a_bad_budget_is_refused_when_the_adapter_is_made(cold_memory: Memory, a
 @pytest.mark.parametrize("adapter", [pytest.param(TiermemMiddleware, id="agent-middleware")])
 def test_truncate_latest_is_taken(cold_memory: Memory, adapter: type) -> None:
     text = "word " * 100
-    refused = create_agent(Script(messages=iter([AIMessage("x")])), [],
+    refused = create_agent(scripted(AIMessage("x")), [],
                            middleware=[adapter(cold_memory, budget=SMALL_BUDGET_TOKENS)])
     with pytest.raises(BudgetTooSmall):  # by default, as before
         refused.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": "a"}})
-    model = Script(messages=iter([AIMessage("ok")]))
-    model.received = []
+    model = scripted(AIMessage("ok"))
     agent = create_agent(model, [], middleware=[adapter(cold_memory, budget=SMALL_BUDGET_TOKENS,
                                                         truncate_latest=True)])
     agent.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": "b"}})

@@ -16,53 +16,19 @@ from typing import Any
 import pytest
 
 pytest.importorskip("langchain.agents")
-from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langgraph.checkpoint.memory import InMemorySaver
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph_helpers import adapter_agents, scripted
 
 from tiermem import Memory
-from tiermem.adapters.langchain_agent import TiermemMiddleware
-from tiermem.adapters.langgraph import TiermemHooks
 
 BUDGET_TOKENS = 2000
 THREAD = {"configurable": {"thread_id": "alice"}}
 SECRET = "078-05-1120"
 
 
-class Script(GenericFakeChatModel):
-    """A fake chat model answering from its script; records every input."""
-
-    received: list[list[BaseMessage]] = []  # noqa: RUF012 (a pydantic field, set per instance below)
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Script:
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
-        self.received.append(list(messages))
-        return super()._generate(messages, *args, **kwargs)
-
-
-def _hooks_agent(model: Script, mem: Memory) -> Any:
-    from langgraph.prebuilt import create_react_agent
-
-    hooks = TiermemHooks(mem, budget=BUDGET_TOKENS)
-    return create_react_agent(model, [], pre_model_hook=hooks.pre_model_hook, post_model_hook=hooks.post_model_hook,
-                              checkpointer=InMemorySaver())
-
-
-def _middleware_agent(model: Script, mem: Memory) -> Any:
-    return create_agent(model, [], middleware=[TiermemMiddleware(mem, budget=BUDGET_TOKENS)],
-                        checkpointer=InMemorySaver())
-
-
-@pytest.mark.parametrize("build", [
-    pytest.param(_hooks_agent, id="langgraph-hooks"),  # create_react_agent's pre/post hooks
-    pytest.param(_middleware_agent, id="agent-middleware"),  # create_agent's middleware
-])
+@pytest.mark.parametrize("build", adapter_agents(budget=BUDGET_TOKENS))  # both adapters
 def test_an_erased_thread_is_not_stored_again_at_its_next_run(cold_memory: Memory, build: Any) -> None:
-    model = Script(messages=iter([AIMessage("noted"), AIMessage("hello again"), AIMessage("bye")]))
-    model.received = []
+    model = scripted(AIMessage("noted"), AIMessage("hello again"), AIMessage("bye"))
     agent = build(model, cold_memory)
     agent.invoke({"messages": [HumanMessage(f"my SSN is {SECRET}")]}, THREAD)
     cold_memory.delete_conversation("alice")

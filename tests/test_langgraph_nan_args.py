@@ -19,31 +19,15 @@ from typing import Any
 import pytest
 
 pytest.importorskip("langchain.agents")
-from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
-from langgraph.checkpoint.memory import InMemorySaver
+from langgraph_helpers import middleware_agent, scripted
 
 from tiermem import Memory
 from tiermem.adapters.anthropic import to_anthropic
-from tiermem.adapters.langchain_agent import TiermemMiddleware
 
 BUDGET_TOKENS = 3000
 THREAD = {"configurable": {"thread_id": "t"}}
-
-
-class Script(GenericFakeChatModel):
-    """A fake chat model answering from its script; records every input."""
-
-    received: list[list[BaseMessage]] = []  # noqa: RUF012 (a pydantic field, set per instance below)
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Script:
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
-        self.received.append(list(messages))
-        return super()._generate(messages, *args, **kwargs)
 
 
 @tool
@@ -58,12 +42,9 @@ def scale(x: Any) -> str:
 ])
 def test_non_finite_args_stored_as_null_and_the_thread_goes_on(
         cold_memory: Memory, caplog: pytest.LogCaptureFixture, args_text: str, field: str) -> None:
-    model = Script(messages=iter([AIMessage("", tool_calls=[{"id": "c1", "name": "scale",
-                                                             "args": json.loads(args_text)}]),
-                                  AIMessage("done"), AIMessage("A1")]))
-    model.received = []
-    agent = create_agent(model, [scale], middleware=[TiermemMiddleware(cold_memory, budget=BUDGET_TOKENS)],
-                         checkpointer=InMemorySaver())
+    model = scripted(AIMessage("", tool_calls=[{"id": "c1", "name": "scale", "args": json.loads(args_text)}]),
+                     AIMessage("done"), AIMessage("A1"))
+    agent = middleware_agent(model, cold_memory, [scale], budget=BUDGET_TOKENS)
     with caplog.at_level(logging.WARNING, logger="tiermem.adapters.langchain"):
         agent.invoke({"messages": [HumanMessage("H0 scale it")]}, THREAD)
         # the next turn (before: refused, as every later one, the state holding the call)

@@ -18,11 +18,12 @@ import pytest
 
 pytest.importorskip("langchain.agents")
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
+from langchain_helpers import RecordingFakeModel
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph_helpers import scripted
 
 from tiermem import Memory
 from tiermem.adapters._threads import run_conversation_key
@@ -32,25 +33,6 @@ from tiermem.tiers.errors import ValidationError
 
 BUDGET_TOKENS = 2000
 THREAD = {"configurable": {"thread_id": "job-1"}}
-
-
-class Script(GenericFakeChatModel):
-    """A fake chat model answering from its script; records every input."""
-
-    received: list[list[BaseMessage]] = []  # noqa: RUF012 (a pydantic field, set per instance below)
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Script:
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
-        self.received.append(list(messages))
-        return super()._generate(messages, *args, **kwargs)
-
-
-def _script(*replies: AIMessage) -> Script:
-    model = Script(messages=iter(replies))
-    model.received = []
-    return model
 
 
 def _call(cid: str, name: str) -> AIMessage:
@@ -73,7 +55,8 @@ def _unanswered(messages: list[dict[str, Any]]) -> list[str]:
     return problems + [f"unanswered call {c}" for c in sorted(waiting)]
 
 
-def _supervisor(mem: Memory, sub_model: Script, sup_model: Script, *, sub_agent: bool) -> Any:
+def _supervisor(mem: Memory, sub_model: RecordingFakeModel, sup_model: RecordingFakeModel, *,
+                sub_agent: bool) -> Any:
     researcher = create_agent(sub_model, [], middleware=[TiermemMiddleware(mem, budget=BUDGET_TOKENS,
                                                                            sub_agent=sub_agent)],
                               name="researcher")
@@ -100,8 +83,8 @@ def _stored(mem: Memory, conv: str) -> list[str]:
 
 def test_by_default_sub_agents_stay_in_the_threads_conversation(cold_memory: Memory) -> None:
     # no sub_agent=True: every agent's conversation is the thread id, as before the option
-    sub_model = _script(AIMessage("found X"), AIMessage("wrote Y"))
-    sup_model = _script(_call("c1", "research"), _call("c2", "write"), AIMessage("done"))
+    sub_model = scripted(AIMessage("found X"), AIMessage("wrote Y"))
+    sup_model = scripted(_call("c1", "research"), _call("c2", "write"), AIMessage("done"))
     supervisor = _supervisor(cold_memory, sub_model, sup_model, sub_agent=False)
     supervisor.invoke({"messages": [HumanMessage("make a report")]}, THREAD)
     assert list(cold_memory.conversations()) == ["job-1"]
@@ -111,7 +94,7 @@ def test_by_default_sub_agents_stay_in_the_threads_conversation(cold_memory: Mem
 def test_an_agent_as_a_node_of_a_parent_graph_keeps_the_thread_id(cold_memory: Memory) -> None:
     # a create_agent added as a node (namespace `assistant:<task>|model:<task>`): its
     # conversation is the thread id, which `delete_conversation(thread_id)` erases
-    model = _script(AIMessage("A0"))
+    model = scripted(AIMessage("A0"))
     agent = create_agent(model, [], middleware=[TiermemMiddleware(cold_memory, budget=BUDGET_TOKENS)],
                          name="helper")
     graph = StateGraph(MessagesState)
@@ -126,8 +109,8 @@ def test_an_agent_as_a_node_of_a_parent_graph_keeps_the_thread_id(cold_memory: M
 
 def test_sub_agents_keep_their_own_conversations_and_the_supervisors_calls_stay_answered(
         cold_memory: Memory) -> None:
-    sub_model = _script(AIMessage("found X"), AIMessage("wrote Y"), AIMessage("found Z"))
-    sup_model = _script(_call("c1", "research"), _call("c2", "write"), AIMessage("done"),
+    sub_model = scripted(AIMessage("found X"), AIMessage("wrote Y"), AIMessage("found Z"))
+    sup_model = scripted(_call("c1", "research"), _call("c2", "write"), AIMessage("done"),
                         _call("c3", "research"), AIMessage("done again"))
     supervisor = _supervisor(cold_memory, sub_model, sup_model, sub_agent=True)
     supervisor.invoke({"messages": [HumanMessage("make a report")]}, THREAD)
