@@ -67,4 +67,5 @@ def test_an_import_reads_a_pipe(tmp_path: Path, embedder: FastEmbedder, text: st
 
 def test_a_missing_file_is_still_named_missing(tmp_path: Path, embedder: FastEmbedder) -> None:
     r = tm(tmp_path, embedder, "", "import", str(tmp_path / "nope.jsonl"))
-    assert r.exit_code == 1 and "nope.jsonl: no such file" in r.stderr and "Traceback" not in r.output
+    # a usage error naming FILE (exit 2), as README's rule says of a bad value on the command line
+    assert r.exit_code == 2 and "nope.jsonl: no such file" in r.stderr and "Traceback" not in r.output

@@ -1137,6 +1137,24 @@ def mcp(state: CliState) -> None:
 # -- serving ------------------------------------------------------------------------------------------------
 
 
+def _serve_config(state: CliState, overrides: dict[str, Any]) -> Config:
+    """The config with `serve`'s --host and --port: a value the config refuses (an empty or
+    malformed host name) is a usage error naming the option (exit 2, as the README's rule
+    says of a bad value on the command line); before, "invalid configuration", exit 1."""
+    import pydantic
+
+    try:
+        return state.config(**overrides)
+    except pydantic.ValidationError as exc:
+        options = {"http_host": "--host", "http_port": "--port"}
+        for e in exc.errors():
+            field_name = e["loc"][-1] if e["loc"] else None
+            if field_name in options and field_name in overrides:
+                raise click.BadParameter(e["msg"].removeprefix("Value error, "),
+                                         param_hint=f"'{options[str(field_name)]}'") from None
+        raise
+
+
 @cli.command()
 @click.option("--host", type=TEXT, default=None, help="Bind address [default: config http_host, 127.0.0.1].")
 @click.option(
@@ -1163,7 +1181,7 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
         overrides["http_host"] = host
     if port is not None:
         overrides["http_port"] = port
-    cfg = state.config(**overrides)
+    cfg = _serve_config(state, overrides)
     from tiermem.memory import open_with_fallback
     from tiermem.service import ServiceConfigError, create_app, is_loopback
     from tiermem.service.app import hand_over
@@ -1332,7 +1350,7 @@ def _read_messages(source: IO[str], name: str) -> list[dict[str, Any]]:
 @click.argument("conversation", type=NEW_CONVERSATION)
 @click.option("--role", type=click.Choice(CLI_ROLES), help="Role of the message (with --content).")
 @click.option("--content", type=TEXT, help="Text of the message (with --role).")
-@click.option("--tool-call-id", type=TEXT, default=None,
+@click.option("--tool-call-id", type=NON_EMPTY_TEXT, default=None,
               help="With --role tool (required there): the id of the assistant's tool call it answers.")
 @click.option(
     "--json-file",
@@ -1536,9 +1554,33 @@ def delete(state: CliState, conversation: str, as_json: bool) -> None:
 def delete_namespace(state: CliState, namespace: str, yes: bool, as_json: bool) -> None:
     """Erase a namespace and every namespace below it (a user's right to erasure)."""
     if not yes:
-        click.confirm(f"Erase every conversation of {namespace!r} and the namespaces below it?", abort=True)
+        _confirm_erasure(f"Erase every conversation of {namespace!r} and the namespaces below it?")
     report = state.memory(hot=True).delete_namespace(namespace)
     _erasure_out(report, "erased", as_json)
+
+
+# delete-namespace's answers to its question other than yes: one line, nothing erased
+NOT_CONFIRMED_TEXT = "not confirmed: nothing was erased"
+NO_ANSWER_TEXT = "no answer (standard input ended): nothing was erased; pass --yes to erase without asking"
+PROMPT_INTERRUPTED_TEXT = "interrupted at the question: nothing was erased"
+
+
+def _confirm_erasure(question: str) -> None:
+    """Ask `question`; return on yes. No (or Enter) is `error: not confirmed...`, exit 1;
+    standard input ending unanswered says so and names --yes, exit 1; Ctrl-C is exit 130
+    (INTERRUPTED_EXIT, as anywhere else). Before, each was click's "Aborted!", exit 1.
+    click turns both EOFError and KeyboardInterrupt into Abort; the one it met is its
+    `__context__` (raised `from None`, which only hides it)."""
+    try:
+        confirmed = click.confirm(question, default=False)
+    except click.Abort as exc:
+        click.echo("", err=True)  # end the prompt's line
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            click.echo(f"error: {PROMPT_INTERRUPTED_TEXT}", err=True)
+            raise click.exceptions.Exit(INTERRUPTED_EXIT) from None
+        raise CliError(NO_ANSWER_TEXT) from None
+    if not confirmed:
+        raise CliError(NOT_CONFIRMED_TEXT)
 
 
 def _erasure_out(report: ErasureReport, verb: str, as_json: bool) -> None:
@@ -2222,9 +2264,11 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
 
     from tiermem.evals.conversations import import_dataset, open_conversations
 
+    stdin = str(file) == "-"
+    if not stdin and not os.path.exists(file):  # a bad value on the command line: exit 2, before anything
+        raise click.BadParameter(f"{file}: no such file", param_hint="'FILE'")
     cfg = state.config()
     namespace = state.new_namespace  # before the file is read or the store opened
-    stdin = str(file) == "-"
     with open_conversations(sys.stdin.buffer if stdin else file, name=STDIN_NAME if stdin else None,
                             spool_dir=cfg.data_dir if cfg.data_dir.is_dir() else None,
                             max_content_bytes=cfg.max_content_bytes, max_metadata_bytes=cfg.max_metadata_bytes,
@@ -2320,7 +2364,7 @@ def _export_losses(report: Any) -> list[str]:
 
 
 @cli.command("export")
-@click.argument("conversations", nargs=-1, type=TEXT)
+@click.argument("conversations", nargs=-1, type=CONVERSATION)
 @click.option("--out", "-o", "out", type=OutputPath(allow_dash=True), default="-",
               show_default=True, help="The JSONL file to write (- for stdout).")
 @click.option("--skip-unreadable", is_flag=True,
