@@ -1906,9 +1906,12 @@ def consolidate(state: CliState, watch: bool, interval: float | None, as_json: b
     "storage busy", as append says; a summarizer that failed, its view keeping its
     previous version) make it exit 1 with one line per cause, after the report;
     --json's report lists them (`failures`). With --watch each failed run
-    is one log line and the scheduler goes on. --debug: each failure's traceback."""
+    is one log line and the scheduler goes on. --debug: each failure's traceback. A view
+    whose lease another process holds ("held by another refresher": its refresh is under
+    way there) was not refreshed by this run: said in one line, exit 0; --json lists it,
+    and every other view left untried, under `skipped`."""
     try:
-        from tiermem.consolidation.scheduler import failure_causes
+        from tiermem.consolidation.scheduler import SKIP_HELD, failure_causes
     except ImportError as exc:
         raise CliError(f"consolidation is not available: {one_line(exc)}") from None
     cfg = state.config(scheduler_interval_s=interval) if interval is not None else state.config()
@@ -1919,12 +1922,21 @@ def consolidate(state: CliState, watch: bool, interval: float | None, as_json: b
         # a summarizer's failure is no error to the scheduler (its runs go on, the view
         # backed off) but the refresh asked for here did not happen
         failed = sched.last_failures + sched.last_summarizer_failures
+        skipped = sched.last_skipped
         if as_json:
             _emit_json({**sched.snapshot(), "failures": [
                 {"conversation": f.conversation, "kind": f.kind, "key": f.key, "error": one_line(f.error)}
-                for f in failed]})
+                for f in failed], "skipped": [
+                {"conversation": v.conversation, "kind": v.kind, "key": v.key, "reason": v.reason, "cause": v.cause}
+                for v in skipped]})
         else:
             click.echo(f"refreshed {refreshed} view(s)")
+            # the other views left untried (after a busy store's refusal) are the failure's,
+            # said in its `error:` line below; --json lists them all
+            held = sum(1 for v in skipped if v.reason == SKIP_HELD)
+            if held:
+                click.echo(f"not refreshed: {held} view(s) {SKIP_HELD} (its refresh is under way in another "
+                           "process, which brings the view up to date)")
         if failed:
             picked = sched.stats.last_selected
             for cause, n in failure_causes(failed, one_line):
