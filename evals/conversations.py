@@ -138,6 +138,7 @@ from tiermem.tiers.formats import (
     repeated_call_id,
 )
 from tiermem.tiers.models import ENVELOPE_FIELDS, ID_PATTERN, incarnation_token, parse_message
+from tiermem.tiers.store import Erasure
 
 Format = Literal["conversations", "locomo", "demo"]  # demo: evals.demo_data
 BAD_LINES_SHOWN = 5  # in the error that refuses a file: the first few, then a count
@@ -1164,20 +1165,23 @@ def stored_prefix(memory: Any, conv: ConversationCount, namespace: str) -> tuple
 Source = Dataset | FileData  # what an import writes from
 
 
-def erased_in_file(conv: ConversationCount, start: int, erased_at: float | None) -> ImportOfErased | None:
-    """The refusal of `conv` when it was erased on request (`erased_at`: its latest
-    tombstone of reason 'erase', `ColdStore.erasures_of`; None: none) and a line the
-    import would write, from `start` on (past what is stored), was created at or before
-    that erasure: the erased data from a copy made before it (None: no refusal). Lines
-    already stored are not written again, so a conversation restored with
-    --restore-erased, or recreated, is not refused its own re-import or later export.
-    Lines created after the erasure are a new conversation of the same name, as an
-    append after it is. A pruned conversation is not refused (`ImportOfErased`)."""
-    if erased_at is None:
+def erased_in_file(conv: ConversationCount, start: int, erasure: Erasure | None) -> ImportOfErased | None:
+    """The refusal of `conv` when it was erased on request (`erasure`: its tombstones of
+    reason 'erase', `ColdStore.erasures_of`; None: none) and a line the import would
+    write, from `start` on (past what is stored), was created at or before
+    `erasure.until`: the later of the erasure's server time and the newest created_at
+    among the messages it erased. Such a line is the erased data from a copy made before
+    it, its stamp ahead of the server clock where a client's clock ran ahead or the
+    caller set created_at (None: no refusal). Lines already stored are not written
+    again, so a conversation restored with --restore-erased, or recreated, is not refused
+    its own re-import or later export. Lines created after both are a new conversation
+    of the same name, as an append after it is. A pruned conversation is not refused
+    (`ImportOfErased`)."""
+    if erasure is None:
         return None
     oldest = conv.oldest_from(start)
-    if oldest is not None and oldest <= erased_at:
-        return ImportOfErased(conv.conversation_id, erased_at, oldest)
+    if oldest is not None and oldest <= erasure.until:
+        return ImportOfErased(conv.conversation_id, erasure.at, oldest, newest=erasure.newest)
     return None
 
 
@@ -1211,28 +1215,29 @@ def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 10
     (tiermem/ingest.py).
 
     A conversation erased on request whose lines in the file that are not stored already
-    (past its stored prefix) include one created at or before its erasure (an export
-    made before it) is refused, ImportOfErased naming it and the erasure's time, before
+    (past its stored prefix) include one created at or before its erasure, or before its
+    newest erased message where that was stamped later (an export made before it) is
+    refused, ImportOfErased naming it and the erasure's time, before
     anything of the file is written: an erasure is not undone by restoring an old copy,
     unless `restore_erased` says so (`erased_in_file`). Lines already present are not
     refused: a conversation restored or recreated since re-imports its own exports."""
     report = ImportReport(bad_lines=list(data.bad))
     counts = data.counts()
-    erasures: dict[str, float] = {}
+    erasures: dict[str, Erasure] = {}
     if not restore_erased:
         erasures = memory.cold.erasures_of(namespace, [c.conversation_id for c in counts])
     # check every conversation before writing any, so a conflict or an erasure writes nothing
     seen: dict[str, tuple[str | None, int]] = {}
     for c in counts:
-        erased_at = erasures.get(c.conversation_id)
+        erasure = erasures.get(c.conversation_id)
         try:
             seen[c.conversation_id] = stored_prefix(memory, c, namespace)
         except ImportConflict as conflict:
             # the file differs from what is stored from there on: the lines there, when older
             # than the erasure, are the erased data (the name stored again since)
-            refusal = erased_in_file(c, conflict.position, erased_at)
+            refusal = erased_in_file(c, conflict.position, erasure)
             raise (refusal or conflict) from None
-        refusal = erased_in_file(c, seen[c.conversation_id][1], erased_at)
+        refusal = erased_in_file(c, seen[c.conversation_id][1], erasure)
         if refusal is not None:
             raise refusal
     starts = {cid: n for cid, (_token, n) in seen.items()}

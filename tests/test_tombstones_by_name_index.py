@@ -45,7 +45,7 @@ def test_index_exists_and_erasures_answer(engine_config: Config) -> None:
         assert [r[0] for r in found] == [TOMBSTONES_BY_NAME_INDEX]
         times = cold._q("SELECT deleted_at FROM tombstones WHERE namespace = 'default' AND name = 'alice'")
         got = cold.erasures_of("default", ["alice", "bob", "carol"])
-    assert got == {"alice": max(float(r[0]) for r in times)} and len(times) == 2
+    assert {n: e.at for n, e in got.items()} == {"alice": max(float(r[0]) for r in times)} and len(times) == 2
 
 
 def test_sqlite_plan_seeks_by_name(tmp_path: Path) -> None:

@@ -114,6 +114,7 @@ from tiermem.tiers.schema import (
     SCOPE_SQL,
     SCRUB_PENDING_KEY,
     SUPERSEDED_PINS_INDEX,
+    TOMBSTONE_NEWEST_COLUMN,
     VEC_MODEL_KEY,
     VEC_TABLE,
     Connection,
@@ -1880,14 +1881,15 @@ class ColdStore(SharedQueries):
             "SELECT c.id, c.namespace, c.name, c.created_at, "
             "(SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id), "
             "(SELECT COUNT(*) FROM summaries s WHERE s.conversation_id = c.id), "
-            "(SELECT COUNT(*) FROM checkpoints k WHERE k.conversation_id = c.id) "
+            "(SELECT COUNT(*) FROM checkpoints k WHERE k.conversation_id = c.id), "
+            "CAST(c.last_message_at AS REAL) "
             f"FROM conversations c WHERE c.id IN (SELECT id FROM temp.erase_keys) ORDER BY {ERASURE_ORDER}"
         ).fetchall()
-        for key, ns, name, created, n_msgs, n_sum, n_cp in rows:
+        for key, ns, name, created, n_msgs, n_sum, n_cp, newest in rows:
             c.execute(
                 "INSERT INTO tombstones(key, namespace, name, reason, messages, summaries, checkpoints, "
-                "created_at, deleted_at) VALUES (?,?,?,?,?,?,?,?,?)",
-                (key, ns, name, reason, n_msgs, n_sum, n_cp, created, now))
+                f"created_at, deleted_at, {TOMBSTONE_NEWEST_COLUMN}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (key, ns, name, reason, n_msgs, n_sum, n_cp, created, now, newest))
             report.tombstones.append({"id": name, "namespace": ns, "reason": reason, "messages": n_msgs,
                                       "summaries": n_sum, "checkpoints": n_cp, "created_at": created,
                                       "deleted_at": now})
@@ -1905,6 +1907,10 @@ class ColdStore(SharedQueries):
 
     @staticmethod
     def _owe_after_commit(c: Connection, keys: Sequence[str], now: float) -> None:
+        # the newest created_at among its messages (TOMBSTONE_NEWEST_COLUMN): last_message_at,
+        # which every append and fork keeps at their MAX, read in O(1) where a detached
+        # conversation's MAX over its rows would read them all inside the short detaching
+        # transaction; as a number (a row an older release left as text must not make it fail)
         # owed after the commit, recorded with it: a process killed before they are
         # done leaves them to the next open (the scrub) and the next Memory with a hot
         # tier (the Redis keys), never to nobody

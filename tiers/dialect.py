@@ -92,11 +92,11 @@ from tiermem.tiers.models import (
     key_name,
     loads_stored,
 )
-from tiermem.tiers.schema import RECHECK_TABLE
+from tiermem.tiers.schema import RECHECK_TABLE, TOMBSTONE_NEWEST_COLUMN
 from tiermem.tiers.search import fuse
 from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
 from tiermem.tiers.statements import StatementRow
-from tiermem.tiers.store import VIEWS_BEHIND_SQL, ViewFailureRow
+from tiermem.tiers.store import VIEWS_BEHIND_SQL, Erasure, ViewFailureRow
 
 if TYPE_CHECKING:
     from tiermem.tiers.store import FrontierRow, SummaryRow, TurnFact
@@ -1169,20 +1169,24 @@ class SharedQueries:
         rows = self._q("SELECT MAX(id) FROM tombstones")
         return int(rows[0][0]) if rows and rows[0][0] is not None else 0
 
-    def erasures_of(self, namespace: str, names: Sequence[str]) -> dict[str, float]:
-        """The latest erasure on request (a tombstone of reason 'erase', not 'prune') of
-        each of `names` in `namespace` that has one: name -> its deleted_at (Unix seconds).
-        Read by an import, which refuses to bring back rows older than it
-        (tiermem.evals.conversations: `import_dataset`). Names in groups of
-        ERASURES_OF_NAMES, so no statement passes a driver's limit on parameters."""
-        out: dict[str, float] = {}
+    def erasures_of(self, namespace: str, names: Sequence[str]) -> dict[str, Erasure]:
+        """The erasures on request (tombstones of reason 'erase', not 'prune') of each of
+        `names` in `namespace` that has one: name -> its latest deleted_at and the newest
+        created_at among the messages any of them erased (`Erasure`; every incarnation of
+        the name erased is erased data). Read by an import, which refuses to bring back
+        lines created at or before `Erasure.until` (tiermem.evals.conversations:
+        `import_dataset`). Names in groups of ERASURES_OF_NAMES, so no statement passes a
+        driver's limit on parameters."""
+        out: dict[str, Erasure] = {}
         names = list(dict.fromkeys(names))
         for i in range(0, len(names), ERASURES_OF_NAMES):
             group = names[i:i + ERASURES_OF_NAMES]
             marks = ", ".join("?" for _ in group)
-            rows = self._q("SELECT name, MAX(deleted_at) FROM tombstones WHERE namespace = ? AND reason = 'erase' "
-                           f"AND name IN ({marks}) GROUP BY name", (namespace, *group))
-            out.update({str(n): float(at) for n, at in rows})
+            rows = self._q(f"SELECT name, MAX(deleted_at), MAX({TOMBSTONE_NEWEST_COLUMN}) FROM tombstones "
+                           f"WHERE namespace = ? AND reason = 'erase' AND name IN ({marks}) GROUP BY name",
+                           (namespace, *group))
+            out.update({str(n): Erasure(float(at), None if newest is None else float(newest))
+                        for n, at, newest in rows})
         return out
 
     def erased_after(self, mark: int, limit: int) -> tuple[int, list[tuple[int, str]]]:

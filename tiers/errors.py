@@ -858,20 +858,29 @@ class ImportErased(ImportConflict):
 class ImportOfErased(ImportConflict):
     """An import (or a merge) that would bring back a conversation erased on request: the
     file holds lines of it created at or before its erasure (`erased_at`, Unix seconds,
-    the tombstone's deleted_at), so they are the erased data, from a copy made before.
-    Refused before anything of the file is written; `--restore-erased`
-    (`restore_erased=True`) writes them all the same. A conversation pruned (retention,
-    not a request) is not refused: its re-import is a restore, and the next prune takes
-    it again, its messages being as old as they were."""
+    the tombstone's deleted_at), or at or before the newest message the erasure took
+    (`newest`, where that was stamped later: a client clock ahead of the server's, or a
+    created_at the caller set; None: not recorded, a tombstone older than the record), so
+    they are the erased data, from a copy made before. Refused before anything of the
+    file is written; `--restore-erased` (`restore_erased=True`) writes them all the same.
+    A conversation pruned (retention, not a request) is not refused: its re-import is a
+    restore, and the next prune takes it again, its messages being as old as they were."""
 
-    def __init__(self, conversation_id: str, erased_at: float, oldest: float) -> None:
+    def __init__(self, conversation_id: str, erased_at: float, oldest: float, newest: float | None = None) -> None:
         self.erased_at = erased_at
         self.oldest = oldest
+        self.newest = newest
         super().__init__(conversation_id, 0)
         when, first = (dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds") for t in (erased_at, oldest))
+        if newest is not None and newest > erased_at:
+            stamped = dt.datetime.fromtimestamp(newest, dt.UTC).isoformat(timespec="seconds")
+            before = (f"stamped at or before {stamped}, the time its newest erased message carried (ahead of "
+                      "the erasure: a client clock ahead, or a created_at set by the caller)")
+        else:
+            before = "created before then"
         self.args = (
             f"conversation {conversation_id!r} was erased on request at {when}, and the file holds lines of it "
-            f"created before then (the oldest at {first}): "
+            f"{before} (the oldest at {first}): "
             "they are the erased data; nothing was written. Leave it out of the file, or pass --restore-erased "
             "(restore_erased=True) to restore what someone asked to erase",
         )

@@ -277,6 +277,7 @@ from tiermem.tiers.schema import (
     DEFAULT_BUSY_TIMEOUT_MS,
     RECHECK_TABLE,
     SCOPE_SQL,
+    TOMBSTONE_NEWEST_COLUMN,
     VEC_MODEL_KEY,
     VEC_TABLE,
     DriverIntegrityError,
@@ -327,7 +328,11 @@ TABLES: dict[str, tuple[str, str]] = {  # table -> (columns, order)
     # appends made with an idempotency key: copied, so a retry stays safe across the move
     "idempotency_keys": ("idem_key, fingerprint, first_position, message_count, created_at", "idem_key"),
 }
-TOMBSTONE_COLS = "key, namespace, name, reason, messages, summaries, checkpoints, created_at, deleted_at"
+# the last, TOMBSTONE_NEWEST_COLUMN: the newest created_at among the erased messages, which
+# the target's imports compare lines with (tiers.store `Erasure`); NULL on older tombstones
+TOMBSTONE_COLS = ("key, namespace, name, reason, messages, summaries, checkpoints, created_at, deleted_at, "
+                  f"{TOMBSTONE_NEWEST_COLUMN}")
+TOMBSTONE_MARKS = ",".join("?" for _ in TOMBSTONE_COLS.split(","))  # one parameter per column
 CONV_COLS = "id, name, namespace, parent_id, fork_position, created_at, last_message_at"
 WARM_FOLD_SOURCE = "warm"  # a warm fold's checkpoint metadata: {"source": "warm", ...} (SharedQueries.put_summary)
 MAX_NAMED_ROWS = 5  # unstorable rows a refusal names per column (the first few: the rest are alike)
@@ -1369,7 +1374,7 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
                 dst.set_meta(c, ID_OFFSET, str(plan.id_offset))
             dst.many(c, "INSERT INTO conversation_keys(key, issued_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
                      keys)
-            dst.many(c, f"INSERT INTO tombstones({TOMBSTONE_COLS}) VALUES ({','.join('?' * 9)})", stones)
+            dst.many(c, f"INSERT INTO tombstones({TOMBSTONE_COLS}) VALUES ({TOMBSTONE_MARKS})", stones)
             dst.many(c, "INSERT INTO redis_purge(key, at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING", purges)
     for i, key in enumerate(plan.todo):
         with src.read() as sc:

@@ -285,6 +285,7 @@ from tiermem.tiers.schema import (
     SUPERSEDED_PINS_INDEX,
     SUPERSESSION_VERSION_COLUMN,
     TOKENIZER_KEY,
+    TOMBSTONE_NEWEST_COLUMN,
     TOMBSTONES_BY_NAME_INDEX,
     UNRECORDED,
     VEC_MODEL_KEY,
@@ -1048,6 +1049,13 @@ def m018_index_tombstones_by_name(c: Conn) -> None:
     c.execute(f"CREATE INDEX IF NOT EXISTS {TOMBSTONES_BY_NAME_INDEX} ON tombstones(namespace, name, reason, deleted_at)")
 
 
+def m019_tombstone_newest_message(c: Conn) -> None:
+    # as the SQLite engine's m034: each tombstone records the newest created_at among its
+    # erased messages, so an import refuses an erased line stamped ahead of the server
+    # clock; old tombstones keep NULL (the erasure time alone, as before)
+    c.execute(f"ALTER TABLE tombstones ADD COLUMN IF NOT EXISTS {TOMBSTONE_NEWEST_COLUMN} DOUBLE PRECISION")
+
+
 MIGRATIONS: list[Callable[[Conn], None]] = [
     m001_log,
     m002_index,
@@ -1067,6 +1075,7 @@ MIGRATIONS: list[Callable[[Conn], None]] = [
     m016_supersession_rechecks,
     m017_conversation_delete_trigger,
     m018_index_tombstones_by_name,
+    m019_tombstone_newest_message,
 ]
 
 
@@ -2828,7 +2837,7 @@ class PostgresStore(SharedQueries):
                 "SELECT c.id, c.namespace, c.name, c.created_at, "
                 "(SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id), "
                 "(SELECT COUNT(*) FROM summaries s WHERE s.conversation_id = c.id), "
-                "(SELECT COUNT(*) FROM checkpoints k WHERE k.conversation_id = c.id) "
+                "(SELECT COUNT(*) FROM checkpoints k WHERE k.conversation_id = c.id), c.last_message_at "
                 f"FROM conversations c WHERE c.id = ANY(%s) ORDER BY {ERASURE_ORDER}", (keys,)).fetchall()
             # tombstone ids in commit order: another process reads the erasures past the
             # last id it saw (`erased_after`), and a BIGSERIAL drawn by a transaction that
@@ -2837,16 +2846,19 @@ class PostgresStore(SharedQueries):
             # Transaction-scoped: released at commit or rollback, so a connection cut by
             # the watchdog or returned to a pool after an error holds it no more
             c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{ERASURE_ORDER_LOCK}-{self.schema}",))
-            for key, ns, name, created, n_msgs, n_sum, n_cp in rows:
+            for key, ns, name, created, n_msgs, n_sum, n_cp, newest in rows:
                 c.execute("INSERT INTO tombstones(key, namespace, name, reason, messages, summaries, checkpoints, "
-                          "created_at, deleted_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                          (key, ns, name, reason, n_msgs, n_sum, n_cp, created, now))
+                          f"created_at, deleted_at, {TOMBSTONE_NEWEST_COLUMN}) "
+                          "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                          (key, ns, name, reason, n_msgs, n_sum, n_cp, created, now, newest))
                 report.tombstones.append({"id": name, "namespace": ns, "reason": reason, "messages": int(n_msgs),
                                           "summaries": int(n_sum), "checkpoints": int(n_cp), "created_at": created,
                                           "deleted_at": now})
                 report.keys.append(key)
                 report.conversation_ids.append(name)
                 report.namespaces.append(ns)
+            # the newest created_at among its messages (TOMBSTONE_NEWEST_COLUMN): last_message_at,
+            # which every append and fork keeps at their MAX (tiers.cold `_tombstones`)
                 report.messages += int(n_msgs)
             report.conversations = len(rows)
             for table in CONVERSATION_TABLES:

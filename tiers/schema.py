@@ -695,6 +695,25 @@ def m033_index_tombstones_by_name(c: Connection) -> None:
     c.execute(f"CREATE INDEX IF NOT EXISTS {TOMBSTONES_BY_NAME_INDEX} ON tombstones(namespace, name, reason, deleted_at)")
 
 
+# m034; PostgreSQL m019 (tiers.postgres): the newest created_at among a tombstone's erased
+# messages (Unix seconds, the conversation's last_message_at; NULL: a tombstone written
+# before it, or by an older tiermem still running)
+TOMBSTONE_NEWEST_COLUMN = "newest_message_at"
+
+
+def m034_tombstone_newest_message(c: Connection) -> None:
+    # An import refused lines of a conversation erased on request only when created at or
+    # before the erasure's server time: lines a client stamped ahead of the server clock
+    # (a clock skewed forward, or a made-up future created_at) were read as written after
+    # the erasure, and the erased text came back. Each tombstone records the newest
+    # created_at among its rows, so the import refuses up to whichever is later
+    # (tiers.dialect `erasures_of`). Old tombstones keep NULL: the erasure time alone, as
+    # before. Checked first: a rerun after a crash mid-step finds the column there
+    columns = {r[1] for r in c.execute("PRAGMA table_info(tombstones)").fetchall()}
+    if TOMBSTONE_NEWEST_COLUMN not in columns:
+        c.execute(f"ALTER TABLE tombstones ADD COLUMN {TOMBSTONE_NEWEST_COLUMN} REAL")
+
+
 def owe_residue_vacuum(c: Connection) -> None:
     """Inside a migration's transaction: flag the store as possibly holding text deleted
     before `secure_delete` (RESIDUE_KEY), and owe a scrub (SCRUB_PENDING_KEY), which the
@@ -737,6 +756,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m031_residue_before_secure_delete,
     m032_conversation_delete_trigger,
     m033_index_tombstones_by_name,
+    m034_tombstone_newest_message,
 ]
 def schema_version() -> int:
     """The schema version this code writes. Every layer's tables live in the one list of

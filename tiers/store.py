@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -126,6 +127,26 @@ def pool_rows(body_chars: Sequence[int]) -> int:
         if total > INDEX_POOL_MAX_CHARS and i > 0:
             return i
     return len(body_chars)
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """A conversation name's erasures on request (`ColdLog.erasures_of`): `at`, the
+    latest's deleted_at (server time), and `newest`, the newest created_at among the
+    messages any of them erased (Unix seconds; None: only tombstones written before
+    SQLite m034 / PostgreSQL m019, which do not record it: tiers.schema
+    TOMBSTONE_NEWEST_COLUMN). Lines a client stamped ahead of the server clock can be
+    newer than the erasure and still be its data: `until` is what an import compares
+    each line's created_at with."""
+
+    at: float
+    newest: float | None = None
+
+    @property
+    def until(self) -> float:
+        """The time a line of the name created at or before is erased data: the later of
+        the erasure and its newest erased message."""
+        return self.at if self.newest is None else max(self.at, self.newest)
 
 
 def check_expected(name: str, key: str, found: int, expect_position: int, expect_key: str | None, *,
@@ -638,6 +659,12 @@ class ColdLog(Protocol):
 
     def erasure_mark(self) -> int:
         """The newest tombstone's id (0: none yet); ids grow in commit order."""
+        ...
+
+    def erasures_of(self, namespace: str, names: Sequence[str]) -> dict[str, Erasure]:
+        """Each of `names` in `namespace` erased on request (not pruned): name -> its
+        latest erasure's time and the newest created_at among the messages its erasures
+        took (`Erasure`), which an import compares the lines it would write with."""
         ...
 
     def key_and_erasure_mark(self, namespace: str, name: str) -> tuple[str | None, int]:
