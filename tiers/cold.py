@@ -1877,6 +1877,10 @@ class ColdStore(SharedQueries):
         c.execute("CREATE TEMP TABLE IF NOT EXISTS erase_keys(id TEXT PRIMARY KEY)")
         c.execute("DELETE FROM temp.erase_keys")
         c.executemany("INSERT INTO temp.erase_keys(id) VALUES (?)", [(k,) for k in keys])
+        # the newest created_at among its messages (TOMBSTONE_NEWEST_COLUMN): last_message_at,
+        # which every append and fork keeps at their MAX, read in O(1) where a detached
+        # conversation's MAX over its rows would read them all inside the short detaching
+        # transaction; as a number (a row an older release left as text must not make it fail)
         rows = c.execute(
             "SELECT c.id, c.namespace, c.name, c.created_at, "
             "(SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id), "
@@ -1907,10 +1911,6 @@ class ColdStore(SharedQueries):
 
     @staticmethod
     def _owe_after_commit(c: Connection, keys: Sequence[str], now: float) -> None:
-        # the newest created_at among its messages (TOMBSTONE_NEWEST_COLUMN): last_message_at,
-        # which every append and fork keeps at their MAX, read in O(1) where a detached
-        # conversation's MAX over its rows would read them all inside the short detaching
-        # transaction; as a number (a row an older release left as text must not make it fail)
         # owed after the commit, recorded with it: a process killed before they are
         # done leaves them to the next open (the scrub) and the next Memory with a hot
         # tier (the Redis keys), never to nobody

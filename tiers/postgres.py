@@ -2833,6 +2833,8 @@ class PostgresStore(SharedQueries):
             if not keys:
                 report.bytes_after = report.bytes_before  # nothing erased, nothing reclaimed
                 return report
+            # the newest created_at among its messages (TOMBSTONE_NEWEST_COLUMN): last_message_at,
+            # which every append and fork keeps at their MAX (tiers.cold `_tombstones`)
             rows = c.execute(
                 "SELECT c.id, c.namespace, c.name, c.created_at, "
                 "(SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id), "
@@ -2857,8 +2859,6 @@ class PostgresStore(SharedQueries):
                 report.keys.append(key)
                 report.conversation_ids.append(name)
                 report.namespaces.append(ns)
-            # the newest created_at among its messages (TOMBSTONE_NEWEST_COLUMN): last_message_at,
-            # which every append and fork keeps at their MAX (tiers.cold `_tombstones`)
                 report.messages += int(n_msgs)
             report.conversations = len(rows)
             for table in CONVERSATION_TABLES:
