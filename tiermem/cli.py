@@ -728,14 +728,24 @@ def _edge_console_class() -> type[Console]:
 # C0 and C1 control characters (and DEL) but the newline and the tab: what a terminal acts on
 # (ESC sequences retitle it, clear it, colour what follows; BEL, backspace, carriage return)
 _CONTROL_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Unicode's bidirectional embeddings, overrides and isolates (LRE RLE PDF LRO RLO, LRI RLI
+# FSI PDI): invisible, they reorder what follows them on the line ("Trojan Source"), so a
+# stored text could show a terminal other words than it holds. The marks (LRM U+200E, RLM
+# U+200F, ALM U+061C) are left as they are: they reorder only the neutral characters beside
+# them and are common in right-to-left text, which would show escapes throughout.
+_BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+# a line break as Windows clients send it: shown as the newline it is, not as `\x0d`
+_CRLF = "\r\n"
 
 
 def terminal_text(text: str) -> str:
     """`text` as shown on a terminal: each control character but \\n and \\t as a visible
-    escape (`\\x1b`). Stored messages, ids and session ids are shown by the table commands
-    and `context`; an ESC sequence in one reached the terminal raw. Not for --json or export
-    output, which stays byte-exact."""
-    return _CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    escape (`\\x1b`), each bidi control too (`\\u202e`), a CRLF as a newline (a lone \\r
+    stays `\\x0d`: it returns the cursor over what was shown). Stored messages, ids and
+    session ids are shown by the table commands and `context`; an ESC sequence in one
+    reached the terminal raw. Not for --json or export output, which stays byte-exact."""
+    shown = _CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace(_CRLF, "\n"))
+    return _BIDI_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", shown)
 
 
 def rich_console(**options: Any) -> Console:
