@@ -88,7 +88,8 @@ Invariants and policy (README, "Message formats"):
   `FREE_JSON_FIELDS`) are left out; `history()` still has
   them. A Responses message goes as a request type takes its role and parts
   (`_wire_message`): an input message without its item `id`, with input parts; an
-  assistant one without output parts where it has no `status`. A chat tool call append took
+  assistant one with output parts only where it has both a `status` and a provider's `id`
+  (not the SDK's placeholder), else as its text without either. A chat tool call append took
   without `type`, `function.arguments` or `custom.input` (a legacy `function_call` without
   `arguments`) goes with them (`_wire_tool_calls`). A reasoning item's `summary` is required on append (a list, the API's
   request type); a row stored before without one, or with null, is read as stored and
@@ -1081,16 +1082,19 @@ def _wire_message(m: dict[str, Any]) -> dict[str, Any]:
     part as its text, an `input_audio` part as "[audio]", as an untyped one is rebuilt:
     `to_responses_rows`; the chat form keeps the audio); a `status` only on a parts list
     (`Message`), a `phase` only without `status` (`EasyInputMessageParam`). An assistant
-    message with output parts is sent as the reply it is where it has the item's `status`
-    (`ResponseOutputMessageParam` with its `id`; the Agents SDK sends its items without),
-    else without its `id` and with input parts or its text (`EasyInputMessageParam`, as an
-    untyped one is rebuilt)."""
+    message with output parts is sent as the reply it is where it has both the item's
+    `status` and a provider's `id` (`ResponseOutputMessageParam` requires both), else
+    without its `id` and `status` and with input parts or its text (`EasyInputMessageParam`,
+    as an untyped one is rebuilt): the Agents SDK's placeholder id (`SDK_PLACEHOLDER_ID`) is
+    no provider's, and a reply stored with a status and no id (an Agents SDK session's
+    message item once the SDK has stripped the placeholder, as it does before saving to
+    OpenAI's Conversations API) has none to send; tiermem makes up neither."""
     role, content = m.get("role"), m.get("content")
     parts = _parts_of(content)
     if role == "assistant":
-        if isinstance(content, list) and parts <= {"output_text", "refusal"} and isinstance(m.get("status"), str):
-            # a reply's item; one with a status and no id is the Agents SDK's (it strips
-            # its placeholder id and sends the item so, which the API takes): as it is
+        if (isinstance(content, list) and parts <= {"output_text", "refusal"} and isinstance(m.get("status"), str)
+                and _provider_item_id(m.get("id"))):
+            # a reply's item as the API returned it: as it is
             return m if m.get("type") == "message" else {**m, "type": "message"}
         out = {k: v for k, v in m.items() if k not in ("id", "status")}
         if isinstance(content, list) and not parts <= INPUT_PART_TYPES:
@@ -1105,6 +1109,35 @@ def _wire_message(m: dict[str, Any]) -> dict[str, Any]:
         else:
             del out["phase"]
     return out
+
+
+def _provider_item_id(item_id: object) -> bool:
+    """Whether `item_id` is an item id a provider gave: a non-empty string, not the Agents
+    SDK's placeholder."""
+    return isinstance(item_id, str) and item_id != "" and item_id != SDK_PLACEHOLDER_ID
+
+
+def sdk_input_fields(item: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a stored item that the Agents SDK's own input gives it (a session's
+    items as `get_items` returns them) and its wire form (`wire_body`) leaves out: its
+    `provider_data` (an object), the SDK's placeholder id (`SDK_PLACEHOLDER_ID`), and with
+    that id on an assistant message its stored parts (their nulls left out, as
+    `wire_body` leaves them out) and `status`: the SDK's Chat Completions converter reads an
+    assistant message item with an id as a reply, by its output parts (text content there
+    is read a character at a time), and one with a status and no id it refuses ("Unhandled
+    item type or structure"); its Responses model strips the id and `provider_data`
+    itself. `{}` where the item has none of them."""
+    fields: dict[str, Any] = {k: item[k] for k in (PROVIDER_DATA_FIELD,) if isinstance(item.get(k), dict)}
+    if item.get("id") != SDK_PLACEHOLDER_ID:
+        return fields
+    fields["id"] = SDK_PLACEHOLDER_ID
+    content = item.get("content")
+    if item.get("role") == "assistant" and _is_responses_message(item) and isinstance(content, list):
+        fields["content"] = [{k: v for k, v in p.items() if v is not None} if isinstance(p, dict) else p
+                             for p in content]
+        if isinstance(item.get("status"), str):
+            fields["status"] = item["status"]
+    return fields
 
 
 def _wire_tool_calls(m: dict[str, Any]) -> dict[str, Any]:
@@ -1149,8 +1182,8 @@ def wire_body(body: dict[str, Any]) -> dict[str, Any]:
     if isinstance(content, list) and any(isinstance(p, dict) and None in p.values() for p in content):
         out["content"] = [{k: v for k, v in p.items() if v is not None} if isinstance(p, dict) else p
                           for p in content]
-    # before the placeholder id goes: an Agents SDK reply's message keeps its output parts,
-    # as the SDK sends it (the adapter gives the id back: `with_sdk_fields`)
+    # a message under the SDK's placeholder id goes as one without an id: its text (the
+    # Agents adapter gives the SDK its parts, status and id back: `sdk_input_fields`)
     if _is_responses_message(out):
         out = _wire_message(out)
     elif "type" not in out and out.get("role") == "assistant":

@@ -119,6 +119,7 @@ from tiermem.tiers.errors import BudgetTooSmall, ConversationNotFound
 from tiermem.tiers.formats import (
     PROVIDER_DATA_FIELD,
     SDK_PLACEHOLDER_ID,
+    sdk_input_fields,
     to_responses,
     to_responses_rows,
     unique_item_call_ids,
@@ -431,7 +432,8 @@ def with_sdk_fields(planned: list[dict[str, Any]], rows: list[tuple[Any, list[di
                     positions: set[int]) -> list[dict[str, Any]]:
     """The planned context's messages as Responses items, each item the log holds with the
     fields the SDK's own input gives it that a context leaves out (`wire_body`): its
-    `provider_data` and the SDK's placeholder id (`SDK_PLACEHOLDER_ID`). The SDK's input
+    `provider_data` and the SDK's placeholder id (`SDK_PLACEHOLDER_ID`), with that id an
+    assistant message's output parts and status (`sdk_input_fields`). The SDK's input
     holds a session's items as `get_items` returns them, and its models read both there:
     a Chat Completions model's converter sends a Gemini call's `thought_signature` and
     Anthropic thinking blocks from `provider_data` (Gemini refuses a call of the current
@@ -448,9 +450,7 @@ def with_sdk_fields(planned: list[dict[str, Any]], rows: list[tuple[Any, list[di
         if m.position not in positions or len(items) != 1:
             continue
         item = items[0]
-        fields = {k: item[k] for k in (PROVIDER_DATA_FIELD,) if isinstance(item.get(k), dict)}
-        if item.get("id") == SDK_PLACEHOLDER_ID:
-            fields["id"] = SDK_PLACEHOLDER_ID
+        fields = sdk_input_fields(item)
         if fields:
             kept.setdefault(_key(wire_body(item)), []).append(fields)
     out: list[dict[str, Any]] = []
