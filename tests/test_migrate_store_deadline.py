@@ -19,7 +19,7 @@ from pg_server import StoppableServer, fresh_schema, stoppable_pg  # noqa: F401 
 
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.errors import StoreStalled
-from tiermem.tiers.migrate_store import DONE, MigrationReport, migrate_store
+from tiermem.tiers.migrate_store import DONE, UNFINISHED, MigrationReport, migrate_store
 from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -50,11 +50,12 @@ def build_source(path: Path, conversations: int) -> Path:
     return path
 
 
-def verified(url: str, schema: str) -> bool:
+def verified(url: str, schema: str, key: str = DONE) -> bool:
+    """Whether the schema's meta holds `key` (DONE: the copy was verified)."""
     store = PostgresStore(url, tokens=TOKENS, schema=schema)
     try:
         with store.reading() as c:
-            return c.execute("SELECT 1 FROM meta WHERE key = %s", (DONE,)).fetchone() is not None
+            return c.execute("SELECT 1 FROM meta WHERE key = %s", (key,)).fetchone() is not None
     finally:
         store.close()
 
@@ -106,8 +107,11 @@ def test_a_server_that_stops_answering_mid_migration_is_cut_and_a_rerun_finishes
     # cut at the operations' deadline, not the maintenance one (an hour)
     assert OPERATION_TIMEOUT_S <= took < OPERATION_TIMEOUT_S + POOL_CLOSE_S + SLACK_S, took
     assert not verified(stoppable_pg.url, schema)
+    # marked unfinished, so a Memory refuses it (tests/test_migrate_store_unfinished.py)
+    assert verified(stoppable_pg.url, schema, UNFINISHED)
     # the server back, a rerun copies the rest and verifies the whole
     again = migrate_store(source, stoppable_pg.url, tokens=TOKENS, target_schema=schema)
     assert (again.resumed, again.conversations, again.copied, again.already_present) == (
         True, FEW, FEW - STOP_AT, STOP_AT)
     assert verified(stoppable_pg.url, schema)
+    assert not verified(stoppable_pg.url, schema, UNFINISHED)

@@ -2046,15 +2046,21 @@ def model(state: CliState, as_json: bool) -> None:
 @click.option("--from-schema", "source_schema", type=TEXT, default=None,
               help="PostgreSQL schema of the source [default: cold_schema].")
 @click.option("--into-non-empty", is_flag=True, help="Merge into a target that already holds other conversations.")
+@click.option("--accept-unfinished", is_flag=True,
+              help="Copy nothing: let the target of a run that never finished open as it is (the source is gone).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_state
 def migrate_store_command(state: CliState, target: str, source: str | None, target_schema: str | None,
-                          source_schema: str | None, into_non_empty: bool, as_json: bool) -> None:
+                          source_schema: str | None, into_non_empty: bool, accept_unfinished: bool,
+                          as_json: bool) -> None:
     """Copy the cold log between SQLite and PostgreSQL, verified; rerun to resume."""
     from tiermem.tiers.migrate_store import is_postgres, migrate_store
     from tiermem.tiers.tokens import BpeTokenCounter
 
     cfg = state.config()
+    if accept_unfinished:
+        _accept_unfinished(cfg, target, target_schema, source, into_non_empty, as_json)
+        return
     src = source if source is not None else (cfg.cold_url or str(cfg.db_path))
     # a schema names a place in PostgreSQL only: given for a SQLite side it would be
     # ignored, and `--schema S` copying back to a file read the default schema, not S
@@ -2083,6 +2089,37 @@ def migrate_store_command(state: CliState, target: str, source: str | None, targ
                + (f", {report.erased_from_source} erased in the source and now erased in the target too"
                   if report.erased_from_source else "")
                + f"; sha256 {report.digest[:16]}; {report.seconds:.1f} s)")
+
+
+def _accept_unfinished(cfg: Config, target: str, target_schema: str | None, source: str | None,
+                       into_non_empty: bool, as_json: bool) -> None:
+    """`migrate-store --to T --accept-unfinished`: T's mark of an unfinished copy removed
+    (tiers.migrate_store.accept_unfinished), nothing copied."""
+    from tiermem.tiers.migrate_store import accept_unfinished, is_postgres
+    from tiermem.tiers.tokens import BpeTokenCounter
+
+    if source is not None or into_non_empty:  # it copies nothing: a source named would read as copied
+        raise click.UsageError("--accept-unfinished copies nothing, so it takes no --from or --into-non-empty; "
+                               "to finish the copy instead, rerun without it")
+    if target_schema is not None and not is_postgres(target):
+        raise click.UsageError(f"--schema names the schema of a PostgreSQL target, and {target!r} is SQLite")
+    was = accept_unfinished(target, tokens=BpeTokenCounter(cfg.tokenizer), target_schema=target_schema or cfg.cold_schema,
+                            busy_timeout_ms=cfg.busy_timeout_ms, operation_timeout_s=cfg.cold_operation_timeout_s,
+                            pool_mode=cfg.cold_pool_mode)
+    if is_postgres(target):  # named without its password, as migrate-store names it
+        from tiermem.tiers.postgres import redact
+
+        named = f"{redact(target)} schema {target_schema or cfg.cold_schema}"
+    else:
+        named = target
+    if as_json:
+        _emit_json({"target": named if was is None else was.store, "was_unfinished": was is not None,
+                    "source": None if was is None else was.source, "started_at": None if was is None else was.started_at})
+    elif was is None:
+        click.echo(f"{named} holds no unfinished copy: nothing to accept")
+    else:
+        click.echo(f"{was.store} accepted as it is: it opens from now on, and may lack part of the history of "
+                   f"{was.source}")
 
 
 def _target_hot_purge(cfg: Config, target: str) -> Callable[[Any, Sequence[str]], None] | None:

@@ -136,6 +136,8 @@ from tiermem.tiers.turncache import PENDING_RECHECK_TURNS, TurnCache
 from tiermem.tiers.zones import Zone, optional_timezone
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
 
     from tiermem.consolidation.scheduler import Consolidated, ConsolidationScheduler
@@ -143,6 +145,7 @@ if TYPE_CHECKING:
     from tiermem.planner.build import HotView, Planner, SummaryBlock
     from tiermem.planner.plan import Context
     from tiermem.tiers.hot import RedisClient
+    from tiermem.tiers.postgres import PostgresStore
 
 log = logging.getLogger("tiermem")
 
@@ -404,6 +407,19 @@ def _legacy_incarnation(given: str, known: str | None) -> str:
     return known if known is not None and given == known else NO_KEY
 
 
+def _refuse_unfinished(store: ColdStore | PostgresStore, spec: str | Path, schema: str) -> None:
+    """Close `store` and raise MigrationUnfinished where it is the target of a
+    `migrate-store` run that never verified its copy (tiers.migrate_store UNFINISHED): it
+    may hold part of the source's history only, and would be served as the whole."""
+    from tiermem.tiers.migrate_store import check_finished
+
+    try:
+        check_finished(store, spec, schema)
+    except BaseException:
+        store.close()
+        raise
+
+
 class Memory:
     """Tiered memory for one data dir. Use as a context manager or call `close()`.
 
@@ -446,11 +462,13 @@ class Memory:
                                       operation_timeout_s=self.config.cold_operation_timeout_s,
                                       lock_timeout_ms=self.config.busy_timeout_ms)
             self.tokenizer_recount = self.cold.tokenizer_recount
+            _refuse_unfinished(self.cold, self.config.cold_url, self.config.cold_schema)
         else:
             self.cold = ColdStore(self.config.db_path, tokens=self.tokens, embedder=self.embedder,
                                   busy_timeout_ms=self.config.busy_timeout_ms,
                                   synchronous=self.config.sqlite_synchronous)
             self.tokenizer_recount = self.cold.tokenizer_recount
+            _refuse_unfinished(self.cold, self.config.db_path, self.config.cold_schema)
         # supersession searches by meaning, so it runs when a turn is embedded (by
         # whichever process embeds it), not at append: appending never loads the model
         self.cold.on_embedded = self._on_embedded

@@ -1105,6 +1105,27 @@ class MigrationMismatch(TiermemError, RuntimeError):
                          + (f"; {advice}" if advice else ""))
 
 
+class MigrationUnfinished(TiermemError, RuntimeError):
+    """The store is the target of a `tiermem migrate-store` run that has not verified its
+    copy (killed, cut by a deadline, or failed): it may hold only part of the source's
+    history, so it is not opened (a service on it would serve that part as the whole,
+    silently). Names the store, the source, when the run began, and what to do: rerun
+    migrate-store (it resumes, and clears the mark once the copy is verified), or, where
+    the source is gone, keep what was copied knowingly (`--accept-unfinished`)."""
+
+    def __init__(self, store: str, source: str, started_at: float) -> None:
+        self.store = store
+        self.source = source
+        self.started_at = started_at
+        began = dt.datetime.fromtimestamp(started_at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        super().__init__(f"{store} is an unfinished copy of {source}: a `tiermem migrate-store` run into it began "
+                         f"at {began} and never verified the copy (it was killed, cut by a deadline, or failed), "
+                         "so it may hold only part of that history; it is not opened. Rerun `tiermem migrate-store` "
+                         "from that source into it to finish the copy (it resumes where the run stopped), or, if "
+                         "the source is gone, run `tiermem migrate-store --to <this store> --accept-unfinished` to "
+                         "keep what was copied as it is")
+
+
 class ServiceError(TiermemError, RuntimeError):
     """`tiermem serve` answered an error that no more specific exception describes (a
     5xx, a 413, an answer the client could not read): the HTTP status and an excerpt of

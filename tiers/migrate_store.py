@@ -109,6 +109,18 @@ Invariants:
   (but the digest of an identical copy an older tiermem made without one, below). An interrupted run loses at most the
   conversation it was writing, and resumes where it stopped even when the target was
   appended to meanwhile (the offset moves past such rows, above).
+- Marked until verified: before a run's first copy (a first run or a merge, or a resume
+  with conversations to copy, bring up to the source's or erase) the target records
+  UNFINISHED (meta `migration_unfinished`: the source's label and db_uuid, when the run
+  began), deleted in the transaction that records the verified copy (DONE). A run killed,
+  cut by a deadline or failed leaves it, and `Memory` refuses the store (`check_finished`:
+  MigrationUnfinished naming the source, when the run began and what to do), so a service
+  pointed at a half-copied target does not serve part of the history as all of it (before
+  2026-12-07 it opened as any store: tests/test_migrate_store_unfinished.py). A marked
+  store is refused as a source too (its copy would verify, and open, as whole). A rerun
+  finishes the copy and clears the mark; `accept_unfinished` (`--accept-unfinished`)
+  clears it knowingly, copying nothing, where the source is gone. A rerun of a verified
+  copy with nothing to write leaves the target unmarked.
 - Grown in the source: the log is append-only, so a conversation the source appended to
   after it was copied (between an interrupted run and its resume, or after a verified
   run) holds the target's copy as its prefix. A resume or rerun copies its new messages,
@@ -268,7 +280,7 @@ import numpy as np
 
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.dialect import without_nul
-from tiermem.tiers.errors import MigrationMismatch, MigrationRefused, ValidationError
+from tiermem.tiers.errors import MigrationMismatch, MigrationRefused, MigrationUnfinished, ValidationError
 from tiermem.tiers.files import SQLITE_HEADER
 from tiermem.tiers.models import loads_stored, search_text
 from tiermem.tiers.owed import OWED_MARK_KEY, OWED_PREFIX, new_mark
@@ -299,6 +311,12 @@ MAX_ROW_ID = 2**63 - 1  # the largest message id either engine stores (a signed 
 # its re-check and before its rows are rewritten (tests: a target writer in that window)
 CHECKED_STEP = "checked:"
 DONE = "migration_verified_at"  # meta key: when the last full verification passed
+# meta key: a run is copying into this store and has not verified it yet (JSON: the
+# source's label and db_uuid, when the run began); written before the run's first copy,
+# deleted with DONE's write. A store that holds it is refused by Memory (`check_finished`,
+# MigrationUnfinished), and as a source here: it may hold part of the history only
+UNFINISHED = "migration_unfinished"
+MAX_MARK_SHOWN = 200  # characters of an UNFINISHED value this module did not write that an error shows
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 DATA_DIR_FILE = "tiermem.db"  # the log's file in a data dir (Config.db_filename's default)
 MS_PER_S = 1000  # busy_timeout_ms is in milliseconds, deadlines in seconds
@@ -375,6 +393,30 @@ def check_sqlite_file(path: Path, option: str, *, must_exist: bool) -> None:
         raise ValidationError(option, f"{path} is not a SQLite database (its first bytes are not SQLite's header); "
                               "name a tiermem data dir or database file" + ("" if must_exist else
                                                                          ", or a path that does not exist yet"))
+
+
+def _unfinished(where: str, value: str | None) -> MigrationUnfinished | None:
+    """The error for a store (`where`, as errors name it) whose UNFINISHED mark is `value`
+    (None: unmarked)."""
+    if value is None:
+        return None
+    try:
+        mark = json.loads(value)
+        return MigrationUnfinished(where, str(mark["source"]), float(mark["started_at"]))
+    except (ValueError, KeyError, TypeError):  # not this module's JSON: still unfinished
+        return MigrationUnfinished(where, f"a source it does not name ({value[:MAX_MARK_SHOWN]!r})", 0.0)
+
+
+def check_finished(store: SqlAccess, spec: str | Path, schema: str = "tiermem") -> None:
+    """Raise MigrationUnfinished where `store` (opened on `spec`, and `schema` for
+    PostgreSQL) is the target of a migrate-store run that has not verified its copy (meta
+    UNFINISHED): Memory calls it as it opens its store, so that a service pointed at a
+    half-copied store refuses to start instead of serving part of the history as all."""
+    with store.reading() as c:
+        rows = c.execute(store.dialect.sql("SELECT value FROM meta WHERE key = ?"), (UNFINISHED,)).fetchall()
+    unfinished = _unfinished(_label(spec, schema), str(rows[0][0]) if rows else None)
+    if unfinished is not None:
+        raise unfinished
 
 
 def _label(spec: str | Path, schema: str) -> str:
@@ -458,9 +500,10 @@ class _Side:
 
     def __init__(self, spec: str | Path, *, schema: str, tokens: TokenCounter, source: bool = False,
                  busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, operation_timeout_s: float | None = None,
-                 erase_scrub: str | None = None, pool_mode: str = "session") -> None:
+                 erase_scrub: str | None = None, pool_mode: str = "session", existing: bool = False) -> None:
         """`source`: the side is read and must exist (a file or schema holding a log): it
-        is refused, naming --from, before anything is created. `busy_timeout_ms`,
+        is refused, naming --from, before anything is created; `existing`: a target that
+        must exist alike (`accept_unfinished`), refused naming --to. `busy_timeout_ms`,
         `operation_timeout_s`, `erase_scrub` and `pool_mode` (PostgreSQL; None: the store's
         default) as the stores take them."""
         self.pool_mode = pool_mode
@@ -488,6 +531,8 @@ class _Side:
             if source and not self._pg_has_log():
                 raise ValidationError("--from", f"{self.label} holds no tiermem log, so there is nothing to copy; "
                                       "check --from and --from-schema")
+            if existing and not self._pg_has_log():
+                raise ValidationError("--to", f"{self.label} holds no tiermem log; check --to and --schema")
             self.created = not self._pg_schema_exists()
             self.store: _Store = PostgresStore(self.spec, tokens=tokens, schema=schema, lock_timeout_ms=busy_timeout_ms,
                                                operation_timeout_s=OPERATION_TIMEOUT_S if operation_timeout_s is None
@@ -496,7 +541,7 @@ class _Side:
                                                pool_mode=pool_mode)
         else:
             path = sqlite_path(spec)  # a data dir (made if missing, for a target), else the file itself
-            check_sqlite_file(path, "--from" if source else "--to", must_exist=source)
+            check_sqlite_file(path, "--from" if source else "--to", must_exist=source or existing)
             self.created = not path.exists()
             self.store = ColdStore(path, tokens=tokens, busy_timeout_ms=busy_timeout_ms)
             self.path = path
@@ -1008,13 +1053,19 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
         _discard_after(dst, refused)
         raise
     try:
+        if plan.writes:  # before the first copy: a run that stops short leaves the target marked
+            mark = json.dumps({"source": src.label, "source_uuid": plan.source_uuid, "started_at": time.time()})
+            with dst.tx() as c:
+                dst.set_meta(c, UNFINISHED, mark)
         _copy(src, dst, plan, report, progress, fault, on_erased)
         _verify(src, dst, report)
         with dst.read() as c:
             done = dst.meta(c, DONE)
-        if report.copied or report.erased_from_source or done is None:
-            with dst.tx() as c:
+            unfinished = dst.meta(c, UNFINISHED)
+        if report.copied or report.erased_from_source or done is None or unfinished is not None:
+            with dst.tx() as c:  # verified whole: the mark goes with DONE's write, in one commit
                 dst.set_meta(c, DONE, repr(time.time()))
+                dst.q(c, "DELETE FROM meta WHERE key = ? RETURNING key", (UNFINISHED,))
     except BaseException as failed:
         _close_after(src, failed)
         _close_after(dst, failed)
@@ -1025,6 +1076,29 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
         dst.close()
     report.seconds = round(time.perf_counter() - t0, 3)
     return report
+
+
+def accept_unfinished(target: str | Path, *, tokens: TokenCounter, target_schema: str = "tiermem",
+                      busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, operation_timeout_s: float | None = None,
+                      pool_mode: str = "session") -> MigrationUnfinished | None:
+    """Remove the UNFINISHED mark of `target` (which must exist: nothing is created), so
+    that it opens with what a stopped run copied there: the operator's explicit choice
+    where the source is gone (`tiermem migrate-store --to ... --accept-unfinished`); a
+    rerun from the source, which finishes the copy, is the way otherwise. Returns what the
+    mark said (as the error opening it raised), None where it held none. Logged as a
+    warning: from here on the store is served as whole."""
+    dst = _Side(target, schema=target_schema, tokens=tokens, busy_timeout_ms=busy_timeout_ms,
+                operation_timeout_s=operation_timeout_s, pool_mode=pool_mode, existing=True)
+    try:
+        with dst.tx() as c:
+            was = _unfinished(dst.label, dst.meta(c, UNFINISHED))
+            dst.q(c, "DELETE FROM meta WHERE key = ? RETURNING key", (UNFINISHED,))
+    finally:
+        dst.close()
+    if was is not None:
+        log.warning("migrate-store: %s accepted as it is (--accept-unfinished): it opens from now on, and may lack "
+                    "part of the history of %s", dst.label, was.source)
+    return was
 
 
 def _close_after(side: _Side, failed: BaseException) -> None:
@@ -1079,12 +1153,16 @@ class _Plan:
     # 2026-12-06 copied them), or one of the whole copy (`_recorded_parts`): recorded now
     # (`_record_digests`)
     undigested: list[str] = field(default_factory=list)
+    # the run writes conversations or keys (a first run or a merge, or a resume with some
+    # to copy, bring up to the source's or erase): the target is marked UNFINISHED first
+    writes: bool = False
 
 
 def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationReport) -> _Plan:
     """Everything that can refuse the run, before anything is written."""
     with src.maintenance(), src.read() as sc:  # whole-store reads (and SQLite's scan for NULs)
         source_uuid = src.meta(sc, "db_uuid") or ""
+        src_unfinished = _unfinished(src.label, src.meta(sc, UNFINISHED))
         src_top = src.highest_id(sc)
         src_convs = src.conversations(sc)
         src_keys = {k for k, _ in src.keys(sc)}
@@ -1105,6 +1183,8 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
         stones = dst.tombstones(dc)
         dst_dim = dst.vec_dim(dc) if dst.has_vectors(dc) else None
         dst_model = dst.vec_model(dc) if dst_dim is not None else None
+    if src_unfinished is not None:  # its copy would be verified whole, and open as whole
+        raise MigrationRefused(dst.label, f"the source is not a whole store ({src_unfinished}); nothing was written")
     report.resumed = marker == source_uuid
     if marker is not None and marker != source_uuid and not into_non_empty:
         raise MigrationRefused(dst.label, f"it holds a copy of another store ({marker}); pass --into-non-empty "
@@ -1208,7 +1288,7 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
     if not report.resumed and (src_keys & dst_keys):
         raise MigrationRefused(dst.label, f"{len(src_keys & dst_keys)} of the source's keys were already issued there")
     return _Plan(source_uuid, todo, dim, model, id_offset, id_offset + src_top, not resume_offset, grown, erased,
-                 erase, undigested)
+                 erase, undigested, writes=not report.resumed or bool(todo or grown or erase))
 
 
 def _record_digests(src: _Side, dst: _Side, plan: _Plan) -> None:
