@@ -16,13 +16,10 @@ Both engines (a SQLite file; a fresh PostgreSQL schema: tests/conftest.py `engin
 from __future__ import annotations
 
 import pytest
+from fork_family_helpers import FILLERS, T0, ask, recalled
 
 from tiermem import Config, Memory
-from tiermem.planner.candidates import NAMESPACE_IN_MEMORY_CONVERSATIONS
 
-T0 = 1.8e9
-QUERY = "What is my dinner budget?"
-BUDGET = 3000  # room for every hit: what is left out is left out for being a copy
 TRIP = [("user", "My dinner budget is 40 EUR."),        # 0: copied into trip-alt and trip-alt2
         ("assistant", "Noted: dinner budget 40 EUR."),  # 1: copied into trip-alt and trip-alt2
         ("user", "I like Italian food for dinner."),    # 2: copied into trip-alt
@@ -51,25 +48,10 @@ def _build(mem: Memory, fillers: int) -> None:
             mem.append(conv, {"role": "user" if j % 2 == 0 else "assistant", "content": text},
                        created_at=T0 + 600 + (start + j) * 60)
     mem.append("friend", {"role": "user", "content": "My friend's dinner budget is 30 EUR."}, created_at=T0)
-    for n in range(fillers):  # past the turn cache's limit: the cold tier's indexes are searched
-        mem.append(f"filler-{n:02d}", {"role": "user", "content": f"Stamp collection note {n}."}, created_at=T0)
-    for conv in AFTER:
-        mem.append(conv, {"role": "user", "content": QUERY}, created_at=T0 + 3600)
-    for conv in mem.conversations():
-        mem.catch_up(conv)  # every vector stored: the dense search sees every conversation's turns
+    ask(mem, AFTER, fillers)  # each member asks (a user turn: every member's log is of even length)
 
 
-def _recalled(mem: Memory, conv: str) -> set[tuple[str, int]]:
-    names = {mem._key(c, None)[2]: c for c in [*AFTER, "friend"]}
-    ctx = mem.context(conv, QUERY, BUDGET, record=False)
-    return {(names.get(i.conversation_id, "?"), p) for i in ctx.plan.items
-            if i.slice == "retrieved" and i.conversation_id != mem._key(conv, None)[2] for p in i.positions}
-
-
-@pytest.mark.parametrize("fillers", [
-    0,                                       # a few conversations: the turn cache's tables
-    NAMESPACE_IN_MEMORY_CONVERSATIONS + 1,   # too many: the cold tier's indexes
-])
+@pytest.mark.parametrize("fillers", FILLERS)  # each search path: the turn cache's tables, the cold tier's indexes
 @pytest.mark.parametrize("asking", [
     "trip",       # the root: its child's and grandchild's copies skipped
     "trip-alt",   # the middle: its parent's 0..3 and its child's 0..1 skipped
@@ -78,7 +60,7 @@ def _recalled(mem: Memory, conv: str) -> set[tuple[str, int]]:
 def test_fork_family_copies_not_recalled(engine_config: Config, fillers: int, asking: str) -> None:
     with Memory(engine_config) as mem:
         _build(mem, fillers)
-        got = _recalled(mem, asking)
+        got = recalled(mem, asking)
         copies = {(c, p) for c, p in got if c in AFTER and p <= (_shared(asking, c) or -1)}
         assert copies == set()
         for member in AFTER:

@@ -18,24 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from fork_family_helpers import BASE, FILLERS, T0, ask, retrieved, say
 
 from tiermem import Config, Memory
-from tiermem.planner.candidates import NAMESPACE_IN_MEMORY_CONVERSATIONS
-
-T0 = 1.8e9
-QUERY = "What is my dinner budget?"
-BUDGET = 3000  # room for every hit: what is left out is left out for being a copy
-BASE = ["My dinner budget is 40 EUR.",           # 0
-        "Noted: dinner budget 40 EUR.",          # 1
-        "My dinner budget covers wine too.",     # 2
-        "Noted: the dinner budget covers wine."]  # 3
-
-
-def _say(mem: Memory, conv: str, texts: list[str], at: float) -> None:
-    start = len(mem.history(conv)) if conv in mem.conversations() else 0
-    for j, text in enumerate(texts):
-        mem.append(conv, {"role": "user" if (start + j) % 2 == 0 else "assistant", "content": text},
-                   created_at=at + (start + j) * 60)
 
 
 def _retract(mem: Memory, conv: str, *positions: int) -> None:
@@ -45,36 +30,36 @@ def _retract(mem: Memory, conv: str, *positions: int) -> None:
 
 def retract(mem: Memory) -> str:
     """b; its fork c (0..3 copied); b retracts #0 and #1; a third conversation a asks."""
-    _say(mem, "b", BASE, T0)
+    say(mem, "b", BASE, T0)
     mem.fork("b", 3, new_id="c")
     _retract(mem, "b", 0, 1)
-    _say(mem, "a", ["Planning a trip to Rome."], T0)
+    say(mem, "a", ["Planning a trip to Rome."], T0)
     return "a"
 
 
 def chain(mem: Memory) -> str:
     """b; its fork c; c's fork d (0..3 each); b retracts #0 and #1, c retracts #0; a asks."""
-    _say(mem, "b", BASE, T0)
+    say(mem, "b", BASE, T0)
     mem.fork("b", 3, new_id="c")
     mem.fork("c", 3, new_id="d")
     _retract(mem, "b", 0, 1)
     _retract(mem, "c", 0)
-    _say(mem, "a", ["Planning a trip to Rome."], T0)
+    say(mem, "a", ["Planning a trip to Rome."], T0)
     return "a"
 
 
 def correct(mem: Memory) -> str:
     """b; its fork c; b corrects the budget (a supersession, nothing hidden); a asks."""
-    _say(mem, "b", BASE, T0)
+    say(mem, "b", BASE, T0)
     mem.fork("b", 3, new_id="c")
-    _say(mem, "b", ["Correction: my dinner budget is 90 EUR, not 40."], T0 + 600)
-    _say(mem, "a", ["Planning a trip to Rome."], T0)
+    say(mem, "b", ["Correction: my dinner budget is 90 EUR, not 40."], T0 + 600)
+    say(mem, "a", ["Planning a trip to Rome."], T0)
     return "a"
 
 
 def asker_retracts(mem: Memory) -> str:
     """b; its fork c; b retracts its own #0 and #1 and asks."""
-    _say(mem, "b", BASE, T0)
+    say(mem, "b", BASE, T0)
     mem.fork("b", 3, new_id="c")
     _retract(mem, "b", 0, 1)
     return "b"
@@ -92,18 +77,11 @@ MEMBERS = ("b", "c", "d")
 
 def _build(mem: Memory, scenario: str, fillers: int) -> str:
     asking = SCENARIOS[scenario][0](mem)
-    for n in range(fillers):  # past the turn cache's limit: the cold tier's indexes are searched
-        _say(mem, f"filler-{n:02d}", [f"Stamp collection note {n}."], T0)
-    _say(mem, asking, [QUERY], T0 + 3600)
-    for conv in mem.conversations():
-        mem.catch_up(conv)  # every vector stored: the dense search sees every conversation's turns
+    ask(mem, [asking], fillers)
     return asking
 
 
-@pytest.mark.parametrize("fillers", [
-    0,                                       # a few conversations: the turn cache's tables
-    NAMESPACE_IN_MEMORY_CONVERSATIONS + 1,   # too many: the cold tier's indexes
-])
+@pytest.mark.parametrize("fillers", FILLERS)  # each search path: the turn cache's tables, the cold tier's indexes
 @pytest.mark.parametrize("scenario", [
     "retract",         # the repro: before, '40 EUR' was recalled from no one
     "chain",           # hidden in two members: the third's copy
@@ -113,10 +91,7 @@ def _build(mem: Memory, scenario: str, fillers: int) -> str:
 def test_hidden_copy_passes_to_the_next_member(engine_config: Config, scenario: str, fillers: int) -> None:
     with Memory(engine_config) as mem:
         asking = _build(mem, scenario, fillers)
-        names = {mem._key(c, None)[2]: c for c in mem.conversations()}
-        ctx = mem.context(asking, QUERY, BUDGET, record=False)
-        own = mem._key(asking, None)[2]
-        items = [i for i in ctx.plan.items if i.slice == "retrieved" and i.conversation_id != own]
+        names, items = retrieved(mem, asking)
         got = {(names.get(i.conversation_id, "?"), p) for i in items for p in i.positions}
         for position, keeper in enumerate(SCENARIOS[scenario][1]):
             holders = {c for c, p in got if c in MEMBERS and p == position}

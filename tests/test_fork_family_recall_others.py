@@ -14,45 +14,30 @@ Invariants (planner.family `copied_prefixes`, planner.candidates `namespace_hits
 from __future__ import annotations
 
 import pytest
+from fork_family_helpers import BASE, FILLERS, T0, ask, recalled, say
 
 from tiermem import Config, Memory
-from tiermem.planner.candidates import NAMESPACE_IN_MEMORY_CONVERSATIONS
-
-T0 = 1.8e9
-QUERY = "What is my dinner budget?"
-BUDGET = 3000  # room for every hit: what is left out is left out for being a copy
-BASE = ["My dinner budget is 40 EUR.",           # 0
-        "Noted: dinner budget 40 EUR.",          # 1
-        "My dinner budget covers wine too.",     # 2
-        "Noted: the dinner budget covers wine."]  # 3
-
-
-def _say(mem: Memory, conv: str, texts: list[str], at: float) -> None:
-    start = len(mem.history(conv)) if conv in mem.conversations() else 0
-    for j, text in enumerate(texts):
-        mem.append(conv, {"role": "user" if (start + j) % 2 == 0 else "assistant", "content": text},
-                   created_at=at + (start + j) * 60)
 
 
 def third(mem: Memory) -> str:
     """b, its fork c (0..3 copied), and an unrelated asker a."""
-    _say(mem, "b", BASE, T0)
+    say(mem, "b", BASE, T0)
     mem.fork("b", 3, new_id="c")
-    _say(mem, "b", ["In b my dinner budget rose to 70 EUR."], T0 + 600)
-    _say(mem, "c", ["In c my dinner budget fell to 30 EUR."], T0 + 600)
-    _say(mem, "a", ["Planning a trip to Rome."], T0)
+    say(mem, "b", ["In b my dinner budget rose to 70 EUR."], T0 + 600)
+    say(mem, "c", ["In c my dinner budget fell to 30 EUR."], T0 + 600)
+    say(mem, "a", ["Planning a trip to Rome."], T0)
     return "a"
 
 
 def sibling(mem: Memory, *, erase_parent: bool) -> str:
     """p; its forks a (0 copied) and b (0..3); b's fork c (0..3); a asks. The parent
     erased or not."""
-    _say(mem, "p", BASE, T0)
+    say(mem, "p", BASE, T0)
     mem.fork("p", 0, new_id="a")
     mem.fork("p", 3, new_id="b")
     mem.fork("b", 3, new_id="c")
-    _say(mem, "b", ["In b my dinner budget rose to 70 EUR."], T0 + 600)
-    _say(mem, "c", ["In c my dinner budget fell to 30 EUR."], T0 + 600)
+    say(mem, "b", ["In b my dinner budget rose to 70 EUR."], T0 + 600)
+    say(mem, "c", ["In c my dinner budget fell to 30 EUR."], T0 + 600)
     if erase_parent:
         mem.delete_conversation("p")
     return "a"
@@ -70,26 +55,12 @@ MEMBERS = ("p", "b", "c")
 
 def _build(mem: Memory, scenario: str, fillers: int) -> str:
     asking = SCENARIOS[scenario][0](mem)
-    _say(mem, "friend", ["My friend's dinner budget is 30 EUR."], T0)
-    for n in range(fillers):  # past the turn cache's limit: the cold tier's indexes are searched
-        _say(mem, f"filler-{n:02d}", [f"Stamp collection note {n}."], T0)
-    _say(mem, asking, [QUERY], T0 + 3600)
-    for conv in mem.conversations():
-        mem.catch_up(conv)  # every vector stored: the dense search sees every conversation's turns
+    say(mem, "friend", ["My friend's dinner budget is 30 EUR."], T0)
+    ask(mem, [asking], fillers)
     return asking
 
 
-def _recalled(mem: Memory, conv: str) -> set[tuple[str, int]]:
-    names = {mem._key(c, None)[2]: c for c in mem.conversations()}
-    ctx = mem.context(conv, QUERY, BUDGET, record=False)
-    return {(names.get(i.conversation_id, "?"), p) for i in ctx.plan.items
-            if i.slice == "retrieved" and i.conversation_id != mem._key(conv, None)[2] for p in i.positions}
-
-
-@pytest.mark.parametrize("fillers", [
-    0,                                       # a few conversations: the turn cache's tables
-    NAMESPACE_IN_MEMORY_CONVERSATIONS + 1,   # too many: the cold tier's indexes
-])
+@pytest.mark.parametrize("fillers", FILLERS)  # each search path: the turn cache's tables, the cold tier's indexes
 @pytest.mark.parametrize("scenario", [
     "third",                  # b#1 and c#1: a third conversation asks
     "sibling",                # p#1, b#1, c#1: a, b's sibling, asks; its parent p is closest
@@ -98,7 +69,7 @@ def _recalled(mem: Memory, conv: str) -> set[tuple[str, int]]:
 def test_one_copy_of_a_turn_forks_copied(engine_config: Config, scenario: str, fillers: int) -> None:
     with Memory(engine_config) as mem:
         asking = _build(mem, scenario, fillers)
-        got = _recalled(mem, asking)
+        got = recalled(mem, asking)
         _, keeper, own = SCENARIOS[scenario]
         for position in range(len(BASE)):
             holders = {c for c, p in got if c in MEMBERS and p == position}
