@@ -993,7 +993,10 @@ def _namespace_given(_ctx: click.Context, param: click.Parameter, value: str | N
 
 
 def _config_given(_ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
-    _env_set_empty(param, value)
+    from tiermem.config import CONFIG_ENV, EMPTY_CONFIG_ENV_TEXT
+
+    if value is None and CONFIG_ENV in os.environ and not os.environ[CONFIG_ENV].strip():
+        raise click.BadParameter(EMPTY_CONFIG_ENV_TEXT)  # the library's words: both refuse it
     return value
 
 

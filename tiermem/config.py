@@ -15,7 +15,9 @@ pydantic's strict mode would refuse it. Only env text parses as pydantic reads i
 One way to load: `Config(...)` and `Config.load(...)` agree. The TOML file is the one
 `Config.load(path)` names, else the one env `TIERMEM_CONFIG` names (for `Config()` too),
 else none (`config_file`; a leading `~` is the home directory there, as in the path
-settings). A relative path setting (`data_dir`, `embedding_cache_dir`, `embedding_model`)
+settings). `TIERMEM_CONFIG` set but empty is refused (EMPTY_CONFIG_ENV_TEXT), as the CLI
+refuses it: an unset shell variable (`TIERMEM_CONFIG="$CFG"`) read as "no file" dropped
+the operator's config without a word. A relative path setting (`data_dir`, `embedding_cache_dir`, `embedding_model`)
 in that file is read against the file's own directory (`config_sections.anchor_paths`);
 from env and keyword arguments, against the working directory. Nested settings merge field by field at every level: setting one
 stable layer's share (`TIERMEM_LAYER_SHARES__TAIL=0.2`, or `tail = 0.2` under
@@ -206,6 +208,10 @@ FORWARDED_ALLOW_ANY = "*"  # every client's forwarded headers (only where nothin
 ENV_PREFIX = "TIERMEM_"
 ENV_NESTED = "__"
 CONFIG_ENV = "TIERMEM_CONFIG"  # the TOML file's path
+# `config_file`'s refusal of CONFIG_ENV set but empty (the CLI's --config says the same)
+EMPTY_CONFIG_ENV_TEXT = (f"env {CONFIG_ENV} is set but empty (an unset shell variable?): refused rather than "
+                         "read as no config file, which would drop the config it was meant to name; unset it "
+                         "to run without a config file, or name the file")
 # TIERMEM_* variables that are not settings: anything else under the prefix that names no
 # setting is refused (a misspelt TIERMEM_HOT_BUDGET_TOKEN was silently ignored), as an
 # unknown key of a section already was. The variable `llm_api_key_env` names is allowed too.
@@ -1419,8 +1425,12 @@ def config_file(path: str | os.PathLike[str] | None = None) -> Path | None:
     a leading `~` is the home directory (`expand_home`), as in the path settings. The one
     reading of that choice (`Config.load`, `Config()`, `explain_sources`, the CLI's
     `--config`): `TIERMEM_CONFIG=~/c.toml` was said not to exist while `data_dir = "~/tm"`
-    was expanded. ValueError naming the file when `~user` names no user."""
+    was expanded. ValueError naming the file when `~user` names no user, and
+    (EMPTY_CONFIG_ENV_TEXT) when no `path` is given and env `TIERMEM_CONFIG` is set but
+    empty or blank: read as no file, it ran on the defaults as the CLI did not."""
     chosen = os.fspath(path) if path else os.environ.get(CONFIG_ENV)
+    if chosen is not None and not path and not chosen.strip():
+        raise ValueError(EMPTY_CONFIG_ENV_TEXT)
     if not chosen:
         return None
     try:
