@@ -13,11 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from config_sources import CONFIG_FILE_NAME, config_check
 from hash_embedder import HashEmbedder
 
 from tiermem import Config, Memory
-from tiermem.cli import CliState, cli
 from tiermem.errors import ValidationError
 
 ERROR_EXIT = 1
@@ -28,13 +27,6 @@ TRANSACTION = 'cold_pool_mode = "transaction"\n'
 pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
 
 
-def check(tmp_path: Path, content: str) -> tuple[Path, Result]:
-    f = tmp_path / "c.toml"
-    f.write_text(content)
-    res = CliRunner().invoke(cli, ["--data-dir", str(tmp_path / "d"), "config", "--check", str(f)], obj=CliState())
-    return f, res
-
-
 REFUSED = [
     COLD_URL + TRANSACTION,                                # the default scrub, 'full': before, exit 0
     COLD_URL + TRANSACTION + 'cold_erase_scrub = "full"\n',  # said outright
@@ -43,12 +35,12 @@ REFUSED = [
 
 @pytest.mark.parametrize("content", REFUSED)
 def test_refused_with_the_line_serve_prints(tmp_path: Path, content: str) -> None:
-    f, res = check(tmp_path, content)
+    res = config_check(tmp_path, content)
     assert res.exit_code == ERROR_EXIT, res.output
     # what serve's open of the store raises (`open_with_fallback` opens Memory), which it
     # prints as "error: <message>"
     with pytest.raises(ValidationError) as err:
-        Memory(Config.load(f, data_dir=tmp_path / "d"), embedder=HashEmbedder(), hot=False,
+        Memory(Config.load(tmp_path / CONFIG_FILE_NAME, data_dir=tmp_path), embedder=HashEmbedder(), hot=False,
                background_indexing=False)
     assert err.value.field == "cold_pool_mode"
     assert f"error: {err.value}" in res.output, res.output
@@ -63,5 +55,5 @@ PASSES = [
 
 @pytest.mark.parametrize("content", PASSES)
 def test_settings_serve_opens_pass(tmp_path: Path, content: str) -> None:
-    _, res = check(tmp_path, content)
+    res = config_check(tmp_path, content)
     assert res.exit_code == 0, res.output

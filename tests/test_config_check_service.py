@@ -8,9 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from config_sources import CONFIG_FILE_NAME, config_check
 
-from tiermem.cli import CliState, cli
 from tiermem.config import Config
 from tiermem.service import ServiceConfigError, create_app
 
@@ -20,13 +19,6 @@ TOKEN_B = "tok-fedcba9876543210f"
 
 
 pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
-
-
-def check(tmp_path: Path, content: str) -> tuple[Path, Result]:
-    f = tmp_path / "c.toml"
-    f.write_text(content)
-    res = CliRunner().invoke(cli, ["--data-dir", str(tmp_path / "d"), "config", "--check", str(f)], obj=CliState())
-    return f, res
 
 
 # (the file, the field the refusal names)
@@ -42,12 +34,12 @@ REFUSED = [
 
 @pytest.mark.parametrize(("content", "named"), REFUSED)
 def test_check_refuses_what_serve_refuses(content: str, named: str, tmp_path: Path) -> None:
-    f, res = check(tmp_path, content)
+    res = config_check(tmp_path, content)
     assert res.exit_code == ERROR_EXIT and len(res.stderr.strip().splitlines()) == 1, res.output
     assert named in res.stderr, res.stderr
     # serve refuses the same file, saying the same
     with pytest.raises(ServiceConfigError) as served:
-        create_app(Config.load(f, data_dir=tmp_path / "d"))
+        create_app(Config.load(tmp_path / CONFIG_FILE_NAME, data_dir=tmp_path))
     assert str(served.value) in res.stderr
 
 
@@ -61,5 +53,5 @@ ACCEPTED = [
 
 @pytest.mark.parametrize("content", ACCEPTED)
 def test_check_passes_files_serve_takes(content: str, tmp_path: Path) -> None:
-    _, res = check(tmp_path, content)
+    res = config_check(tmp_path, content)
     assert res.exit_code == 0, res.output
