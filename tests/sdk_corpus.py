@@ -1,17 +1,23 @@
 """A corpus of messages built with the real `openai` SDK (no network): replies parsed from
 JSON into `ChatCompletion` / `Response` objects and serialized the ways callers do, and
 request params of every role and part type. Plus validators that check a context
-against the SDK's own request types, with unknown keys forbidden."""
+against the SDK's own request types, with unknown keys forbidden, and the set-up of the
+tests that run them: `sdk_output` (items as the SDK parses a reply holding them) and
+`format_memory` (a Memory sending contexts in one `context_format`)."""
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
+from hash_embedder import HashEmbedder
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from openai.types.responses import Response, ResponseInputItemParam
 from pydantic import ConfigDict, TypeAdapter
+
+from tiermem import Config, Memory
 
 PNG = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64).decode()
 WAV = base64.b64encode(b"RIFF" + b"\x00" * 400).decode()
@@ -115,6 +121,19 @@ def _response(output: list[dict[str, Any]]) -> Response:
         "id": "resp_1", "object": "response", "created_at": 1_700_000_000, "model": "gpt-4.1",
         "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "status": "completed",
     })
+
+
+def sdk_output(items: list[dict[str, Any]]) -> list[Any]:
+    """The items as the SDK parses a reply holding them: its pydantic objects, which a
+    caller appends as they are."""
+    return list(_response(items).output)
+
+
+def format_memory(tmp_path: Path, context_format: str) -> Memory:
+    """A Memory on a real SQLite file under tmp_path whose contexts go out in
+    `context_format`: the hash embedder (no model), no hot tier, indexing inline."""
+    return Memory(Config(data_dir=tmp_path / "m", context_format=context_format), embedder=HashEmbedder(), hot=False,
+                  background_indexing=False)
 
 
 RESPONSE_OUTPUT: list[dict[str, Any]] = [

@@ -30,17 +30,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hash_embedder import HashEmbedder
 from openai.types.chat import ChatCompletionMessageParam
 from openai.types.responses import (
-    Response,
     ResponseApplyPatchToolCallOutput,
     ResponseComputerToolCallOutputItem,
     ResponseInputItemParam,
 )
 from pydantic import ConfigDict, TypeAdapter
+from sdk_corpus import format_memory, sdk_output
 
-from tiermem import Config, Memory
+from tiermem import Memory
 from tiermem.tiers.formats import RESPONSES_ONLY_PART_TYPES
 
 CHAT = TypeAdapter(ChatCompletionMessageParam, config=ConfigDict(extra="forbid"))
@@ -78,17 +77,8 @@ def refused(msgs: list[dict[str, Any]]) -> list[str]:
 
 @pytest.fixture
 def mem(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Memory]:
-    m = Memory(Config(data_dir=tmp_path / "m", context_format=request.param), embedder=HashEmbedder(), hot=False,
-               background_indexing=False)
-    yield m
-    m.close()
-
-
-def _sdk(items: list[dict[str, Any]]) -> list[Any]:
-    """The items as the SDK parses a reply holding them (its pydantic objects)."""
-    return list(Response.model_validate({
-        "id": "resp_1", "object": "response", "created_at": 1, "model": "gpt-5", "status": "completed",
-        "output": items, "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}).output)
+    with format_memory(tmp_path, request.param) as m:  # the context_format each test names
+        yield m
 
 
 APPLY_PATCH = {"type": "apply_patch_call", "id": "ap_1", "call_id": "call_p", "status": "completed",
@@ -158,7 +148,7 @@ def test_context_valid_request(mem: Memory, items: list[dict[str, Any]]) -> None
 def test_created_by_left_out_of_sdk_items(mem: Memory) -> None:
     # the SDK's own objects from conversations.items.list(): every item's created_by left out
     mem.append("c", {"role": "user", "content": "Take a screenshot and delete a.txt."})
-    mem.append_many("c", [*_sdk([COMPUTER, APPLY_PATCH]), ResponseComputerToolCallOutputItem.model_validate(COMPUTER_OUT),
+    mem.append_many("c", [*sdk_output([COMPUTER, APPLY_PATCH]), ResponseComputerToolCallOutputItem.model_validate(COMPUTER_OUT),
                           ResponseApplyPatchToolCallOutput.model_validate(APPLY_PATCH_OUT)])
     mem.append("c", {"role": "user", "content": "Done?"})
     msgs = mem.context("c", "Done?", 8000).messages
@@ -193,7 +183,7 @@ def test_hosted_model_dump_nulls_left_out(mem: Memory, dump: Any) -> None:
            {"type": "mcp_list_tools", "id": "mcpl_1", "server_label": "fares",
             "tools": [{"name": "lookup", "input_schema": {"properties": {"d": {"default": None}}}}]}]
     mem.append("c", {"role": "user", "content": "Find fares."})
-    mem.append_many("c", [dump(o) for o in _sdk(out)])
+    mem.append_many("c", [dump(o) for o in sdk_output(out)])
     mem.append("c", {"type": "computer_call_output", "call_id": "call_3",  # the call answered: sent
                      "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,iVBORw0KGgo="}})
     mem.append("c", {"role": "user", "content": "And?"})
@@ -216,7 +206,7 @@ def test_logprobs_dropped_on_append(mem: Memory, tokens: int, top: int) -> None:
     lp = [{"token": f"tok{i}", "logprob": -0.0123, "bytes": [116, 111, 107],
            "top_logprobs": [{"token": f"alt{j}", "logprob": -3.2, "bytes": [97]} for j in range(top)]}
           for i in range(tokens)]
-    reply = _sdk([{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [
+    reply = sdk_output([{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [
         {"type": "output_text", "text": text, "annotations": [], "logprobs": lp}]}])
     mem.append_many("c", reply)
     stored = mem.history("c")[0].body

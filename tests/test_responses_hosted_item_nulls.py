@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any, ForwardRef, get_args
 
 import pytest
-from hash_embedder import HashEmbedder
-from openai.types.responses import Response, ResponseInputItemParam
-from sdk_corpus import valid_responses
+from openai.types.responses import ResponseInputItemParam
+from sdk_corpus import format_memory, sdk_output, valid_responses
 
-from tiermem import Config, Memory
+from tiermem import Memory
 
 CODE = {"type": "code_interpreter_call", "id": "ci_1", "status": "completed", "code": "print(1)",
         "container_id": "cntr_1", "outputs": None}
@@ -44,23 +43,15 @@ ITEMS = [
 
 @pytest.fixture
 def mem(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Memory]:
-    m = Memory(Config(data_dir=tmp_path / "m", context_format=request.param), embedder=HashEmbedder(), hot=False,
-               background_indexing=False)
-    yield m
-    m.close()
-
-
-def _sdk_items(items: list[dict[str, Any]]) -> list[Any]:
-    return list(Response.model_validate({
-        "id": "resp_1", "object": "response", "created_at": 1, "model": "gpt-4.1", "status": "completed",
-        "output": items, "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}).output)
+    with format_memory(tmp_path, request.param) as m:  # the context_format each test names
+        yield m
 
 
 @pytest.mark.parametrize("mem", ["as_stored", "responses"], indirect=True)
 @pytest.mark.parametrize("item", ITEMS)
 def test_a_hosted_item_appended_as_the_sdk_object_is_sent_valid(mem: Memory, item: dict[str, Any]) -> None:
     mem.append("c", {"role": "user", "content": "run it"})
-    mem.append_many("c", _sdk_items([item, SAID]))
+    mem.append_many("c", sdk_output([item, SAID]))
     mem.append("c", {"role": "user", "content": "and now?"})
     sent = mem.context("c", "and now?", budget=4000).messages
     valid_responses(sent)  # the SDK's own request types, unknown keys forbidden
