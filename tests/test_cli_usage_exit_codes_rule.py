@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,8 @@ ERROR_EXIT = 1
 SIGINT_EXIT = 130  # 128 + SIGINT
 PROMPT_END = b"[y/N]: "
 RUN_TIMEOUT_S = 60
+POLL_S = 0.01
+PROMPT_SETTLE_S = 0.5  # without procfs: long after input() began its read
 
 # (the arguments, the parameter the usage error names) -- each exited 1 before
 USAGE = [
@@ -69,6 +72,20 @@ def test_delete_namespace_not_confirmed(tmp_path: Path, answer: bytes, says: str
     assert "Aborted" not in res.output
 
 
+def _blocked_reading(pid: int) -> None:
+    """Wait until the process's main thread blocks reading standard input. A SIGINT that
+    comes after the question is written but before the read begins (inside the C of
+    input()) is not acted on until the read ends (CPython checks signals between bytecodes
+    and on EINTR): it would hang the test, as it would not a person, who is slower."""
+    wchan = Path(f"/proc/{pid}/task/{pid}/wchan")
+    if not wchan.exists():  # no procfs: the best that can be done
+        time.sleep(PROMPT_SETTLE_S)
+        return
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while "pipe_read" not in wchan.read_text() and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+
+
 def test_ctrl_c_at_the_question_exits_130(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
     proc = subprocess.Popen([TIERMEM, "--data-dir", str(tmp_path / "data"), "delete-namespace", "default"],
@@ -80,6 +97,7 @@ def test_ctrl_c_at_the_question_exits_130(tmp_path: Path) -> None:
             byte = proc.stdout.read(1)
             assert byte, seen
             seen += byte
+        _blocked_reading(proc.pid)
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=RUN_TIMEOUT_S)  # stdin left open: communicate() would close it, an EOF
         assert proc.stderr is not None
