@@ -876,13 +876,17 @@ class ImportOfErased(ImportConflict):
             stamped = dt.datetime.fromtimestamp(newest, dt.UTC).isoformat(timespec="seconds")
             before = (f"stamped at or before {stamped}, the time its newest erased message carried (ahead of "
                       "the erasure: a client clock ahead, or a created_at set by the caller)")
+            # a new conversation of the name stamped by a correct clock cannot be told from the old
+            # export until that stamp passes: say how to import it all the same
+            new = (f". If they are a new conversation of that name, import its lines without created_at "
+                   f"(stamped at import), or after {stamped}, or pass --restore-erased")
         else:
-            before = "created before then"
+            before, new = "created before then", ""
         self.args = (
             f"conversation {conversation_id!r} was erased on request at {when}, and the file holds lines of it "
             f"{before} (the oldest at {first}): "
             "they are the erased data; nothing was written. Leave it out of the file, or pass --restore-erased "
-            "(restore_erased=True) to restore what someone asked to erase",
+            f"(restore_erased=True) to restore what someone asked to erase{new}",
         )
 
 
