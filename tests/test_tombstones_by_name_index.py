@@ -20,11 +20,13 @@ from pathlib import Path
 from cold_helpers import raw
 
 from tiermem import Config, Memory
+from tiermem.tiers.dialect import erasures_sql
 
 # spelled out, not imported: this file must load against the code before the migration
 TOMBSTONES_BY_NAME_INDEX = "tombstones_by_name"  # tiers.schema TOMBSTONES_BY_NAME_INDEX
-ERASURES_SQL = ("SELECT name, MAX(deleted_at) FROM tombstones WHERE namespace = ? AND reason = 'erase' "
-                "AND name IN (?, ?) GROUP BY name")  # tiers.dialect `erasures_of`, with two names
+# the statement `erasures_of` runs, with two names: its plan is what an import gets (before,
+# a copy spelled out here kept testing the statement of before 8b6bdea)
+ERASURES_SQL = erasures_sql(2)
 
 
 def test_index_exists_and_erasures_answer(engine_config: Config) -> None:

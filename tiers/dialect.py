@@ -256,6 +256,17 @@ def summary_problem(row: Sequence[Any]) -> str | None:
 
 CONTROL_QUERY_KEYS = 500  # conversation ids per IN (...) list (SQLite allows 32766 parameters)
 ERASURES_OF_NAMES = 500  # conversation names per IN (...) list of `erasures_of`
+
+
+def erasures_sql(n_names: int) -> str:
+    """The statement `erasures_of` runs for `n_names` names (parameters: namespace, then
+    the names; `?` marks, as `_q` takes them): each name's latest erasure on request and
+    the newest created_at its erasures took. One function, so the test of its query plan
+    (tests/test_tombstones_by_name_index.py) reads the statement that runs."""
+    marks = ", ".join("?" for _ in range(n_names))
+    return (f"SELECT name, MAX(deleted_at), MAX({TOMBSTONE_NEWEST_COLUMN}) FROM tombstones "
+            f"WHERE namespace = ? AND reason = 'erase' AND name IN ({marks}) GROUP BY name")
+
 # checkpoints read, newest first, for the newest one that can be read (latest_checkpoint)
 CHECKPOINT_LOOKBACK = 5
 
@@ -1198,10 +1209,7 @@ class SharedQueries:
         names = list(dict.fromkeys(names))
         for i in range(0, len(names), ERASURES_OF_NAMES):
             group = names[i:i + ERASURES_OF_NAMES]
-            marks = ", ".join("?" for _ in group)
-            rows = self._q(f"SELECT name, MAX(deleted_at), MAX({TOMBSTONE_NEWEST_COLUMN}) FROM tombstones "
-                           f"WHERE namespace = ? AND reason = 'erase' AND name IN ({marks}) GROUP BY name",
-                           (namespace, *group))
+            rows = self._q(erasures_sql(len(group)), (namespace, *group))
             out.update({str(n): Erasure(float(at), None if newest is None else float(newest))
                         for n, at, newest in rows})
         return out
