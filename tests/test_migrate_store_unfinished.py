@@ -2,7 +2,7 @@
 a run SIGKILLed mid-copy (or cut by a deadline: tests/test_migrate_store_deadline.py) left
 a target that opened as any other, holding part of the source's conversations with no
 sign of it: an operator who pointed the service at it served a partial history silently.
-Now the run marks the target (meta `migration_unfinished`: the source, when it began)
+Now the run marks the target (meta `migration_unfinished:<source db_uuid>`: the source, when it began)
 before its first copy and clears the mark in the transaction that records the verified
 copy; `Memory` (so every command and the service) refuses a marked store with
 MigrationUnfinished naming the source, when the run began and what to do; a rerun
@@ -30,7 +30,7 @@ from pg_server import MIGRATION_DIRECTIONS, Where, fresh_schema, migrate, migrat
 
 from tiermem import Config, Memory
 from tiermem.errors import MigrationRefused, MigrationUnfinished
-from tiermem.tiers.migrate_store import UNFINISHED, accept_unfinished
+from tiermem.tiers.migrate_store import accept_unfinished, unfinished_marks
 from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import redact
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -130,9 +130,9 @@ def _named(where: Where) -> str:
 
 
 def _mark(where: Where) -> Any:
-    with opened(where, TOKENS) as store, store.reading() as c:
-        row = c.execute(store.dialect.sql("SELECT value FROM meta WHERE key = ?"), (UNFINISHED,)).fetchone()
-    return None if row is None else json.loads(row[0])
+    with opened(where, TOKENS) as store:
+        marks = unfinished_marks(store)
+    return marks[0] if marks else None
 
 
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
@@ -198,8 +198,9 @@ def test_the_cli_refuses_an_unfinished_copy_and_accept_unfinished_opens_it(tmp_p
     accepted = _cli(src, tmp_path, "migrate-store", "--to", url, "--schema", schema, "--accept-unfinished", "--json")
     assert accepted.returncode == 0, accepted.stderr
     said = json.loads(accepted.stdout)
-    assert (said["was_unfinished"], said["source"], said["target"]) == (True, _named(src), _named(dst))
+    assert (said["was_unfinished"], [m["source"] for m in said["accepted"]], said["target"]) == (
+        True, [_named(src)], _named(dst))
     assert _mark(dst) is None
     assert _listed(dst, tmp_path) == CONVERSATIONS[:STOP_AT]
     # a second time: nothing to accept
-    assert accept_unfinished(url, tokens=TOKENS, target_schema=schema) is None
+    assert accept_unfinished(url, tokens=TOKENS, target_schema=schema)[1] == []

@@ -2050,7 +2050,8 @@ def model(state: CliState, as_json: bool) -> None:
               help="PostgreSQL schema of the source [default: cold_schema].")
 @click.option("--into-non-empty", is_flag=True, help="Merge into a target that already holds other conversations.")
 @click.option("--accept-unfinished", is_flag=True,
-              help="Copy nothing: let the target of a run that never finished open as it is (the source is gone).")
+              help="Copy nothing: clear every unfinished-copy mark of --to (all sources') and let it open as it is "
+                   "(the sources are gone).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_state
 def migrate_store_command(state: CliState, target: str, source: str | None, target_schema: str | None,
@@ -2096,8 +2097,8 @@ def migrate_store_command(state: CliState, target: str, source: str | None, targ
 
 def _accept_unfinished(cfg: Config, target: str, target_schema: str | None, source: str | None,
                        into_non_empty: bool, as_json: bool) -> None:
-    """`migrate-store --to T --accept-unfinished`: T's mark of an unfinished copy removed
-    (tiers.migrate_store.accept_unfinished), nothing copied."""
+    """`migrate-store --to T --accept-unfinished`: T's marks of unfinished copies removed,
+    every source's, each named (tiers.migrate_store.accept_unfinished), nothing copied."""
     from tiermem.tiers.migrate_store import accept_unfinished, is_postgres
     from tiermem.tiers.tokens import BpeTokenCounter
 
@@ -2106,23 +2107,18 @@ def _accept_unfinished(cfg: Config, target: str, target_schema: str | None, sour
                                "to finish the copy instead, rerun without it")
     if target_schema is not None and not is_postgres(target):
         raise click.UsageError(f"--schema names the schema of a PostgreSQL target, and {target!r} is SQLite")
-    was = accept_unfinished(target, tokens=BpeTokenCounter(cfg.tokenizer), target_schema=target_schema or cfg.cold_schema,
-                            busy_timeout_ms=cfg.busy_timeout_ms, operation_timeout_s=cfg.cold_operation_timeout_s,
-                            pool_mode=cfg.cold_pool_mode)
-    if is_postgres(target):  # named without its password, as migrate-store names it
-        from tiermem.tiers.postgres import redact
-
-        named = f"{redact(target)} schema {target_schema or cfg.cold_schema}"
-    else:
-        named = target
+    named, was = accept_unfinished(target, tokens=BpeTokenCounter(cfg.tokenizer),
+                                   target_schema=target_schema or cfg.cold_schema,
+                                   busy_timeout_ms=cfg.busy_timeout_ms, operation_timeout_s=cfg.cold_operation_timeout_s,
+                                   pool_mode=cfg.cold_pool_mode)
     if as_json:
-        _emit_json({"target": named if was is None else was.store, "was_unfinished": was is not None,
-                    "source": None if was is None else was.source, "started_at": None if was is None else was.started_at})
-    elif was is None:
+        _emit_json({"target": named, "was_unfinished": bool(was), "accepted": [m.to_json() for m in was]})
+    elif not was:
         click.echo(f"{named} holds no unfinished copy: nothing to accept")
     else:
-        click.echo(f"{was.store} accepted as it is: it opens from now on, and may lack part of the history of "
-                   f"{was.source}")
+        for mark in was:  # every source's, each named: the operator accepted all of them
+            click.echo(f"{named} accepted as it is: it opens from now on, and may lack part of the history of "
+                       f"{mark.source}")
 
 
 def _target_hot_purge(cfg: Config, target: str) -> Callable[[Any, Sequence[str]], None] | None:

@@ -146,6 +146,7 @@ if TYPE_CHECKING:
     from tiermem.planner.plan import Context
     from tiermem.tiers.hot import RedisClient
     from tiermem.tiers.postgres import PostgresStore
+    from tiermem.tiers.store import SqlAccess
 
 log = logging.getLogger("tiermem")
 
@@ -409,15 +410,25 @@ def _legacy_incarnation(given: str, known: str | None) -> str:
 
 def _refuse_unfinished(store: ColdStore | PostgresStore, spec: str | Path, schema: str) -> None:
     """Close `store` and raise MigrationUnfinished where it is the target of a
-    `migrate-store` run that never verified its copy (tiers.migrate_store UNFINISHED): it
-    may hold part of the source's history only, and would be served as the whole."""
-    from tiermem.tiers.migrate_store import check_finished
+    `migrate-store` run into an empty store that never verified its copy
+    (tiers.migrate_store check_finished): it may hold part of the source's history only,
+    and would be served as the whole. An unfinished merge into a store with data of its
+    own opens (that data is whole; the merged conversations may be partial): a warning
+    per source, and `stats()` lists them."""
+    from tiermem.tiers.migrate_store import check_finished, store_label
 
     try:
-        check_finished(store, spec, schema)
+        merges = check_finished(store, spec, schema)
     except BaseException:
         store.close()
         raise
+    for mark in merges:
+        began = dt.datetime.fromtimestamp(mark.started_at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        log.warning("%s holds an unfinished merge from %s (a `tiermem migrate-store` run into it, which held data "
+                    "of its own, began at %s and never verified its copy): the store's own data is whole, but "
+                    "conversations of that source may be missing or partial; rerun that migrate-store to finish it, or, if the source is "
+                    "gone, `tiermem migrate-store --to <this store> --accept-unfinished` to keep it as it is",
+                    store_label(spec, schema), mark.source, began)
 
 
 class Memory:
@@ -446,6 +457,8 @@ class Memory:
             cache_dir=self.config.embedding_cache_dir,
         )
         self.cold: ColdLog
+        # the same store, for migrate-store's unfinished-copy marks only (stats())
+        self._marked: SqlAccess
         # the turns' tokens the store recounted on open, counted under another tokenizer
         # before (tiers.recount): what Redis holds of the old counts is dropped below
         self.tokenizer_recount: Recount | None
@@ -463,12 +476,14 @@ class Memory:
                                       lock_timeout_ms=self.config.busy_timeout_ms)
             self.tokenizer_recount = self.cold.tokenizer_recount
             _refuse_unfinished(self.cold, self.config.cold_url, self.config.cold_schema)
+            self._marked = self.cold
         else:
             self.cold = ColdStore(self.config.db_path, tokens=self.tokens, embedder=self.embedder,
                                   busy_timeout_ms=self.config.busy_timeout_ms,
                                   synchronous=self.config.sqlite_synchronous)
             self.tokenizer_recount = self.cold.tokenizer_recount
             _refuse_unfinished(self.cold, self.config.db_path, self.config.cold_schema)
+            self._marked = self.cold
         # supersession searches by meaning, so it runs when a turn is embedded (by
         # whichever process embeds it), not at append: appending never loads the model
         self.cold.on_embedded = self._on_embedded
@@ -2027,6 +2042,11 @@ class Memory:
             # bad view rows this process met (a namespace's own count would need its keys);
             # the views whose latest refresh failed, of every namespace (counts and an age:
             # the errors' text stays with their views, WarmStore.errors)
+            from tiermem.tiers.migrate_store import unfinished_marks
+
+            # migrate-store merges into this store that never verified their copy (the
+            # open warned of each; a store a first copy left unfinished is not opened)
+            out["unfinished_copies"] = [m.to_json() for m in unfinished_marks(self._marked)]
             failing, oldest = self.views.failing()
             out["warm"] = {"salvaged_rows": self.warm.salvaged, "views_failing": failing,
                            "oldest_failure_age_s": oldest, "refresh_failures": self.views.failures}

@@ -110,17 +110,27 @@ Invariants:
   conversation it was writing, and resumes where it stopped even when the target was
   appended to meanwhile (the offset moves past such rows, above).
 - Marked until verified: before a run's first copy (a first run or a merge, or a resume
-  with conversations to copy, bring up to the source's or erase) the target records
-  UNFINISHED (meta `migration_unfinished`: the source's label and db_uuid, when the run
-  began), deleted in the transaction that records the verified copy (DONE). A run killed,
-  cut by a deadline or failed leaves it, and `Memory` refuses the store (`check_finished`:
-  MigrationUnfinished naming the source, when the run began and what to do), so a service
-  pointed at a half-copied target does not serve part of the history as all of it (before
-  2026-12-07 it opened as any store: tests/test_migrate_store_unfinished.py). A marked
-  store is refused as a source too (its copy would verify, and open, as whole). A rerun
-  finishes the copy and clears the mark; `accept_unfinished` (`--accept-unfinished`)
-  clears it knowingly, copying nothing, where the source is gone. A rerun of a verified
-  copy with nothing to write leaves the target unmarked.
+  with conversations to copy, bring up to the source's or erase) the target records its
+  own mark (meta UNFINISHED_PREFIX + the source's db_uuid: the source's label, when the run
+  began, whether the target was empty then; a resume keeps its first run's), deleted in the
+  transaction that records that run's verified copy (DONE). Each run writes and clears its
+  own source's mark only: a verified merge from A leaves the mark of B's cut copy (before,
+  one mark per store: A's run cleared it and the target opened missing part of B,
+  tests/test_migrate_store_marks.py). A run killed, cut by a deadline or failed leaves its
+  mark. Where the target was empty as the run began, `Memory` refuses the store
+  (`check_finished`: MigrationUnfinished naming the source, when the run began and what
+  to do), so a service pointed at a half-copied target does not serve part of the
+  history as all of it (before 2026-12-07 it opened as any store:
+  tests/test_migrate_store_unfinished.py). A merge (`--into-non-empty`) into a store
+  with data of its own leaves that data whole (each conversation is copied in its own
+  transaction): `Memory` opens it, logging a warning per mark and listing them in
+  `stats()` (`unfinished_copies`), so a restart during a merge into a live store, or
+  after one failed, is not refused. A marked store is refused as a source (its copy would
+  verify, and open, as whole). A rerun finishes its copy and clears its mark;
+  `accept_unfinished` (`--accept-unfinished`) clears every mark knowingly, copying
+  nothing, where the sources are gone. A rerun of a verified copy with nothing to write
+  writes no mark. The one-per-store mark a tiermem of 2026-12-07 wrote (meta UNFINISHED)
+  still refuses, and is cleared by a run of the source it names.
 - Grown in the source: the log is append-only, so a conversation the source appended to
   after it was copied (between an interrupted run and its resume, or after a verified
   run) holds the target's copy as its prefix. A resume or rerun copies its new messages,
@@ -311,11 +321,19 @@ MAX_ROW_ID = 2**63 - 1  # the largest message id either engine stores (a signed 
 # its re-check and before its rows are rewritten (tests: a target writer in that window)
 CHECKED_STEP = "checked:"
 DONE = "migration_verified_at"  # meta key: when the last full verification passed
-# meta key: a run is copying into this store and has not verified it yet (JSON: the
-# source's label and db_uuid, when the run began); written before the run's first copy,
-# deleted with DONE's write. A store that holds it is refused by Memory (`check_finished`,
-# MigrationUnfinished), and as a source here: it may hold part of the history only
+# meta key: the mark a tiermem of 2026-12-07 wrote, one per store whatever the source;
+# still read (refusing, as then), cleared by a run of the source it names only
 UNFINISHED = "migration_unfinished"
+# meta key prefix, + the source's db_uuid: a run from that source is copying into this
+# store and has not verified it yet (JSON: the source's label and db_uuid, when the run
+# began, whether the target was empty then); written before the run's first copy, deleted
+# with DONE's write by a run from that source only. Memory refuses a store holding one of
+# a run into an empty target (`check_finished`, MigrationUnfinished), and opens one merged
+# into (warning, `unfinished_marks` in its stats); refused as a source here: it may hold
+# part of a history only
+UNFINISHED_PREFIX = UNFINISHED + ":"
+# `--accept-unfinished` on a --to that holds no store
+NO_STORE_TO_ACCEPT = "there is no store there and no unfinished copy to accept"
 MAX_MARK_SHOWN = 200  # characters of an UNFINISHED value this module did not write that an error shows
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 DATA_DIR_FILE = "tiermem.db"  # the log's file in a data dir (Config.db_filename's default)
@@ -369,13 +387,14 @@ def sqlite_path(spec: str | Path) -> Path:
     return path
 
 
-def check_sqlite_file(path: Path, option: str, *, must_exist: bool) -> None:
+def check_sqlite_file(path: Path, option: str, *, must_exist: bool, nothing: str = "there is nothing to copy") -> None:
     """Refuse (ValidationError naming `option`) a database file that is not one, before
     SQLite opens it or anything chmods it; with `must_exist` (a source) also one that is
-    missing or empty: opening it would create an empty log to copy."""
+    missing or empty: opening it would create an empty log to copy (`nothing`: what that
+    means for the command)."""
     if not path.exists():
         if must_exist:
-            raise ValidationError(option, f"{path} does not exist, so there is nothing to copy; name an existing "
+            raise ValidationError(option, f"{path} does not exist, so {nothing}; name an existing "
                                   "tiermem data dir or database file")
         return
     if not path.is_file():
@@ -387,7 +406,7 @@ def check_sqlite_file(path: Path, option: str, *, must_exist: bool) -> None:
         raise ValidationError(option, f"{path} cannot be read: {exc.strerror or exc}") from None
     if not header:
         if must_exist:  # SQLite would take it for an empty database
-            raise ValidationError(option, f"{path} is empty, so there is nothing to copy; name a tiermem database")
+            raise ValidationError(option, f"{path} is empty, so {nothing}; name a tiermem database")
         return  # an empty file is an empty SQLite database: a target like a new file
     if header != SQLITE_HEADER:
         raise ValidationError(option, f"{path} is not a SQLite database (its first bytes are not SQLite's header); "
@@ -395,31 +414,82 @@ def check_sqlite_file(path: Path, option: str, *, must_exist: bool) -> None:
                                                                          ", or a path that does not exist yet"))
 
 
-def _unfinished(where: str, value: str | None) -> MigrationUnfinished | None:
-    """The error for a store (`where`, as errors name it) whose UNFINISHED mark is `value`
-    (None: unmarked)."""
-    if value is None:
-        return None
+@dataclass(frozen=True)
+class UnfinishedMark:
+    """One run's mark (meta UNFINISHED_PREFIX + the source's db_uuid, or the one-per-store
+    UNFINISHED of 2026-12-07): which source, when the run began, and whether the target
+    was empty then (`refuses`: all it holds may be part of that history, so it is not
+    opened; a merge's target holds its own data whole, so it opens with a warning)."""
+
+    key: str
+    source: str
+    source_uuid: str | None
+    started_at: float
+    refuses: bool
+
+    def error(self, where: str) -> MigrationUnfinished:
+        return MigrationUnfinished(where, self.source, self.started_at)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "started_at": self.started_at, "refuses_open": self.refuses}
+
+
+def _parse_mark(key: str, value: str) -> UnfinishedMark:
+    """The mark stored under `key`; one this module did not write refuses, naming its text."""
     try:
         mark = json.loads(value)
-        return MigrationUnfinished(where, str(mark["source"]), float(mark["started_at"]))
-    except (ValueError, KeyError, TypeError):  # not this module's JSON: still unfinished
-        return MigrationUnfinished(where, f"a source it does not name ({value[:MAX_MARK_SHOWN]!r})", 0.0)
+        # a 2026-12-07 mark has no target_was_empty: it refused every open, and still does
+        return UnfinishedMark(key, str(mark["source"]), None if mark.get("source_uuid") is None
+                              else str(mark["source_uuid"]), float(mark["started_at"]),
+                              bool(mark.get("target_was_empty", True)))
+    except (ValueError, KeyError, TypeError, AttributeError):  # not this module's JSON: still unfinished
+        return UnfinishedMark(key, f"a source it does not name ({value[:MAX_MARK_SHOWN]!r})", None, 0.0, True)
 
 
-def check_finished(store: SqlAccess, spec: str | Path, schema: str = "tiermem") -> None:
-    """Raise MigrationUnfinished where `store` (opened on `spec`, and `schema` for
-    PostgreSQL) is the target of a migrate-store run that has not verified its copy (meta
-    UNFINISHED): Memory calls it as it opens its store, so that a service pointed at a
-    half-copied store refuses to start instead of serving part of the history as all."""
+# every mark: the 2026-12-07 key, and the per-source ones (substr: LIKE's _ is a wildcard)
+MARKS_SQL = "SELECT key, value FROM meta WHERE key = ? OR substr(key, 1, ?) = ? ORDER BY key"
+MARKS_PARAMS = (UNFINISHED, len(UNFINISHED_PREFIX), UNFINISHED_PREFIX)
+
+
+def _marks(rows: Sequence[Sequence[Any]]) -> list[UnfinishedMark]:
+    """The marks of MARKS_SQL's rows, the oldest run first."""
+    return sorted((_parse_mark(str(k), str(v)) for k, v in rows), key=lambda m: (m.started_at, m.key))
+
+
+def _mark_key(source_uuid: str) -> str:
+    return UNFINISHED_PREFIX + source_uuid
+
+
+def _runs_own(mark: UnfinishedMark, source_uuid: str) -> bool:
+    """Whether a run from the source `source_uuid` clears `mark`: its own key, or the
+    2026-12-07 key where that mark names this source; never another source's mark (a
+    merge from A verified says nothing of B's cut copy)."""
+    return mark.key == _mark_key(source_uuid) or (mark.key == UNFINISHED and mark.source_uuid == source_uuid)
+
+
+def unfinished_marks(store: SqlAccess) -> list[UnfinishedMark]:
+    """Every migrate-store run into `store` that has not verified its copy, the oldest first."""
     with store.reading() as c:
-        rows = c.execute(store.dialect.sql("SELECT value FROM meta WHERE key = ?"), (UNFINISHED,)).fetchall()
-    unfinished = _unfinished(_label(spec, schema), str(rows[0][0]) if rows else None)
-    if unfinished is not None:
-        raise unfinished
+        rows = c.execute(store.dialect.sql(MARKS_SQL), MARKS_PARAMS).fetchall()
+    return _marks(rows)
 
 
-def _label(spec: str | Path, schema: str) -> str:
+def check_finished(store: SqlAccess, spec: str | Path, schema: str = "tiermem") -> list[UnfinishedMark]:
+    """Raise MigrationUnfinished where `store` (opened on `spec`, and `schema` for
+    PostgreSQL) is the target of a migrate-store run into an empty target that has not
+    verified its copy (the oldest such run named): Memory calls it as it opens its store,
+    so that a service pointed at a half-copied store refuses to start instead of serving
+    part of the history as all. Returns the unfinished merges' marks (into a store that
+    held its own data: that is whole, the merged conversations may be partial), which
+    the caller warns of."""
+    marks = unfinished_marks(store)
+    for mark in marks:
+        if mark.refuses:
+            raise mark.error(store_label(spec, schema))
+    return marks
+
+
+def store_label(spec: str | Path, schema: str) -> str:
     """How reports and errors name a side (a URL without its password)."""
     if is_postgres(spec):
         from tiermem.tiers.postgres import redact
@@ -513,7 +583,7 @@ class _Side:
         self.created = False  # this run made the file or schema (removed again on refusal)
         self.spec = str(spec)
         self.schema = schema
-        self.label = _label(spec, schema)
+        self.label = store_label(spec, schema)
         if self.postgres:
             from tiermem.tiers.postgres import (
                 ERASE_SCRUB,
@@ -532,7 +602,8 @@ class _Side:
                 raise ValidationError("--from", f"{self.label} holds no tiermem log, so there is nothing to copy; "
                                       "check --from and --from-schema")
             if existing and not self._pg_has_log():
-                raise ValidationError("--to", f"{self.label} holds no tiermem log; check --to and --schema")
+                raise ValidationError("--to", f"{self.label} holds no tiermem log, so {NO_STORE_TO_ACCEPT}; "
+                                      "check --to and --schema")
             self.created = not self._pg_schema_exists()
             self.store: _Store = PostgresStore(self.spec, tokens=tokens, schema=schema, lock_timeout_ms=busy_timeout_ms,
                                                operation_timeout_s=OPERATION_TIMEOUT_S if operation_timeout_s is None
@@ -541,7 +612,8 @@ class _Side:
                                                pool_mode=pool_mode)
         else:
             path = sqlite_path(spec)  # a data dir (made if missing, for a target), else the file itself
-            check_sqlite_file(path, "--from" if source else "--to", must_exist=source or existing)
+            check_sqlite_file(path, "--from" if source else "--to", must_exist=source or existing,
+                              nothing=NO_STORE_TO_ACCEPT if existing else "there is nothing to copy")
             self.created = not path.exists()
             self.store = ColdStore(path, tokens=tokens, busy_timeout_ms=busy_timeout_ms)
             self.path = path
@@ -1028,7 +1100,7 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
     if not is_postgres(target):
         check_sqlite_file(sqlite_path(target), "--to", must_exist=False)
     if is_postgres(source) == is_postgres(target):
-        raise MigrationRefused(_label(target, target_schema),
+        raise MigrationRefused(store_label(target, target_schema),
                                "source and target are the same engine; copy the file or use pg_dump")
     from tiermem.tiers.postgres import ERASE_SCRUB, check_pool_mode
 
@@ -1053,19 +1125,26 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
         _discard_after(dst, refused)
         raise
     try:
+        own = _mark_key(plan.source_uuid)
         if plan.writes:  # before the first copy: a run that stops short leaves the target marked
-            mark = json.dumps({"source": src.label, "source_uuid": plan.source_uuid, "started_at": time.time()})
+            mark = json.dumps({"source": src.label, "source_uuid": plan.source_uuid, "started_at": time.time(),
+                               "target_was_empty": plan.target_was_empty})
             with dst.tx() as c:
-                dst.set_meta(c, UNFINISHED, mark)
+                # a resume keeps its first run's mark: when that began, and whether the
+                # target was empty then (now it holds that run's part of the copy)
+                if dst.meta(c, own) is None:
+                    dst.set_meta(c, own, mark)
         _copy(src, dst, plan, report, progress, fault, on_erased)
         _verify(src, dst, report)
         with dst.read() as c:
             done = dst.meta(c, DONE)
-            unfinished = dst.meta(c, UNFINISHED)
-        if report.copied or report.erased_from_source or done is None or unfinished is not None:
-            with dst.tx() as c:  # verified whole: the mark goes with DONE's write, in one commit
+            mine = [m.key for m in _marks(dst.q(c, MARKS_SQL, MARKS_PARAMS)) if _runs_own(m, plan.source_uuid)]
+        if report.copied or report.erased_from_source or done is None or mine:
+            with dst.tx() as c:  # verified whole: this source's mark goes with DONE's write, in one commit;
+                # another source's stays (its run never verified its copy)
                 dst.set_meta(c, DONE, repr(time.time()))
-                dst.q(c, "DELETE FROM meta WHERE key = ? RETURNING key", (UNFINISHED,))
+                for key in mine:
+                    dst.q(c, "DELETE FROM meta WHERE key = ? RETURNING key", (key,))
     except BaseException as failed:
         _close_after(src, failed)
         _close_after(dst, failed)
@@ -1080,25 +1159,27 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
 
 def accept_unfinished(target: str | Path, *, tokens: TokenCounter, target_schema: str = "tiermem",
                       busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, operation_timeout_s: float | None = None,
-                      pool_mode: str = "session") -> MigrationUnfinished | None:
-    """Remove the UNFINISHED mark of `target` (which must exist: nothing is created), so
-    that it opens with what a stopped run copied there: the operator's explicit choice
-    where the source is gone (`tiermem migrate-store --to ... --accept-unfinished`); a
-    rerun from the source, which finishes the copy, is the way otherwise. Returns what the
-    mark said (as the error opening it raised), None where it held none. Logged as a
-    warning: from here on the store is served as whole."""
+                      pool_mode: str = "session") -> tuple[str, list[UnfinishedMark]]:
+    """Remove every unfinished-copy mark of `target` (which must exist: nothing is
+    created), whatever its source, so that it opens with what the stopped runs copied
+    there: the operator's explicit choice where the sources are gone (`tiermem
+    migrate-store --to ... --accept-unfinished`); a rerun from each source, which
+    finishes its copy and clears its own mark, is the way otherwise. Returns the target's
+    label and the marks removed (the oldest run first; none where it held none). Logged
+    as a warning each: from here on the store is served as whole."""
     dst = _Side(target, schema=target_schema, tokens=tokens, busy_timeout_ms=busy_timeout_ms,
                 operation_timeout_s=operation_timeout_s, pool_mode=pool_mode, existing=True)
     try:
         with dst.tx() as c:
-            was = _unfinished(dst.label, dst.meta(c, UNFINISHED))
-            dst.q(c, "DELETE FROM meta WHERE key = ? RETURNING key", (UNFINISHED,))
+            was = _marks(dst.q(c, MARKS_SQL, MARKS_PARAMS))
+            for mark in was:
+                dst.q(c, "DELETE FROM meta WHERE key = ? RETURNING key", (mark.key,))
     finally:
         dst.close()
-    if was is not None:
+    for mark in was:
         log.warning("migrate-store: %s accepted as it is (--accept-unfinished): it opens from now on, and may lack "
-                    "part of the history of %s", dst.label, was.source)
-    return was
+                    "part of the history of %s", dst.label, mark.source)
+    return dst.label, was
 
 
 def _close_after(side: _Side, failed: BaseException) -> None:
@@ -1156,13 +1237,16 @@ class _Plan:
     # the run writes conversations or keys (a first run or a merge, or a resume with some
     # to copy, bring up to the source's or erase): the target is marked UNFINISHED first
     writes: bool = False
+    # the target held nothing as the run began (a first copy): its mark refuses the store's
+    # open until verified; a merge's target holds its own data whole, so its mark warns
+    target_was_empty: bool = False
 
 
 def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationReport) -> _Plan:
     """Everything that can refuse the run, before anything is written."""
     with src.maintenance(), src.read() as sc:  # whole-store reads (and SQLite's scan for NULs)
         source_uuid = src.meta(sc, "db_uuid") or ""
-        src_unfinished = _unfinished(src.label, src.meta(sc, UNFINISHED))
+        src_marks = _marks(src.q(sc, MARKS_SQL, MARKS_PARAMS))
         src_top = src.highest_id(sc)
         src_convs = src.conversations(sc)
         src_keys = {k for k, _ in src.keys(sc)}
@@ -1183,8 +1267,9 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
         stones = dst.tombstones(dc)
         dst_dim = dst.vec_dim(dc) if dst.has_vectors(dc) else None
         dst_model = dst.vec_model(dc) if dst_dim is not None else None
-    if src_unfinished is not None:  # its copy would be verified whole, and open as whole
-        raise MigrationRefused(dst.label, f"the source is not a whole store ({src_unfinished}); nothing was written")
+    if src_marks:  # its copy would be verified whole, and open as whole
+        raise MigrationRefused(dst.label, f"the source is not a whole store ({src_marks[0].error(src.label)}); "
+                               "nothing was written")
     report.resumed = marker == source_uuid
     if marker is not None and marker != source_uuid and not into_non_empty:
         raise MigrationRefused(dst.label, f"it holds a copy of another store ({marker}); pass --into-non-empty "
@@ -1288,7 +1373,8 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
     if not report.resumed and (src_keys & dst_keys):
         raise MigrationRefused(dst.label, f"{len(src_keys & dst_keys)} of the source's keys were already issued there")
     return _Plan(source_uuid, todo, dim, model, id_offset, id_offset + src_top, not resume_offset, grown, erased,
-                 erase, undigested, writes=not report.resumed or bool(todo or grown or erase))
+                 erase, undigested, writes=not report.resumed or bool(todo or grown or erase),
+                 target_was_empty=empty)
 
 
 def _record_digests(src: _Side, dst: _Side, plan: _Plan) -> None:

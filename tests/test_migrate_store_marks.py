@@ -1,0 +1,175 @@
+"""A `migrate-store` run's unfinished-copy mark is its source's own, and only a copy into
+an empty target refuses the store's open.
+
+Invariants (tiers.migrate_store, "Marked until verified"):
+- each run writes and clears the mark of its own source only (meta
+  `migration_unfinished:<source db_uuid>`): a verified merge from A leaves the mark of B's
+  cut copy, and a rerun with nothing to copy leaves another source's mark (before, one
+  mark per store: any run cleared it, and the store opened silently missing part of B);
+- a mark of a run into an empty target refuses the open (MigrationUnfinished); a merge
+  (`--into-non-empty`) into a store with data of its own leaves that data whole, so the
+  store opens during and after the run, warning, and `stats()` lists the mark
+  (`unfinished_copies`) until a rerun of that merge verifies it (before, a restart during
+  a merge into a live store, or after one failed, was refused);
+- `accept_unfinished` clears every source's mark and says which;
+- `--accept-unfinished` on a --to that holds no store says so (not "nothing to copy").
+
+Real SQLite targets, sources on the real embedded PostgreSQL (tests/pg_server.py), runs
+cut mid-copy by the run's own fault hook (the SIGKILL is test_migrate_store_unfinished's)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hash_embedder import HashEmbedder
+from pg_server import Where, fresh_schema, migrate, migration_spec, opened
+
+from tiermem import Config, Memory
+from tiermem.errors import MigrationUnfinished, ValidationError
+from tiermem.tiers.models import Message
+from tiermem.tiers.tokens import BpeTokenCounter
+
+TOKENS = BpeTokenCounter()
+NS = "default"
+STOP_AT = 2  # a cut run commits this many of its source's conversations
+LEGACY_KEY = "migration_unfinished"  # the one-per-store mark a tiermem of 2026-12-07 wrote
+
+
+class _Cut(Exception):
+    """Raised by the run's fault hook: a run that fails mid-copy."""
+
+
+def _source(pg_url: str, prefix: str, n: int) -> tuple[Where, list[str]]:
+    """A filled PostgreSQL source of `n` conversations named prefix0..; (where, their keys)."""
+    where: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
+    with opened(where, TOKENS) as store:
+        for i in range(n):
+            store.append_batch(f"{prefix}{i}", [Message(role="user", content=f"{prefix} number {i}")], namespace=NS)
+        keys = [store.key_of(NS, f"{prefix}{i}") for i in range(n)]
+    return where, keys
+
+
+def _cut_at(key: str) -> Any:
+    def fault(step: str) -> None:
+        if step == key:  # in that conversation's transaction: rolled back
+            raise _Cut(step)
+    return fault
+
+
+def _memory(data: Path) -> Memory:
+    return Memory(Config(data_dir=data), embedder=HashEmbedder(), hot=False, background_indexing=False)
+
+
+def _production(tmp_path: Path) -> tuple[Path, Where]:
+    """A live store with data of its own (a SQLite data dir) and its Where."""
+    data = tmp_path / "prod"
+    with _memory(data) as mem:
+        mem.append("prod", {"role": "user", "content": "production data"})
+    return data, ("sqlite", str(data / "tiermem.db"))
+
+
+def _unfinished_sources(data: Path) -> list[str]:
+    with _memory(data) as mem:
+        return [m["source"] for m in mem.stats()["unfinished_copies"]]
+
+
+def _label(where: Where) -> str:
+    """How migrate-store names a side (a URL without its password)."""
+    from tiermem.tiers.migrate_store import store_label
+
+    return store_label(*migration_spec(where))
+
+
+def test_a_verified_merge_from_another_source_leaves_a_cut_first_copy_refused(tmp_path: Path, pg_url: str) -> None:
+    # B's first copy into an empty target, cut after STOP_AT of 5; then A merged in whole
+    # (before: A's verified commit deleted B's mark, and the store opened silently
+    # holding b0, b1 of b0..b4)
+    (b, bkeys), (a, _) = _source(pg_url, "b", 5), _source(pg_url, "a", 2)
+    data = tmp_path / "target"
+    target: Where = ("sqlite", str(data / "tiermem.db"))
+    with pytest.raises(_Cut):
+        migrate(b, target, TOKENS, fault=_cut_at(bkeys[STOP_AT]))
+    assert migrate(a, target, TOKENS, into_non_empty=True).copied == 2
+    with pytest.raises(MigrationUnfinished) as refused:
+        _memory(data)
+    assert refused.value.source == _label(b)
+
+
+def test_a_rerun_with_nothing_to_copy_leaves_another_sources_mark(tmp_path: Path, pg_url: str) -> None:
+    # a verified copy from A, and a mark of another run (the 2026-12-07 key, naming
+    # another source); A's rerun copies nothing and must not delete what it did not write
+    # (before: it did, and the store opened)
+    a, _ = _source(pg_url, "a", 2)
+    data = tmp_path / "target"
+    target: Where = ("sqlite", str(data / "tiermem.db"))
+    migrate(a, target, TOKENS)
+    with opened(target, TOKENS) as store, store.transaction() as c:
+        c.execute("INSERT INTO meta(key, value) VALUES (?, ?)",
+                  (LEGACY_KEY, '{"source": "elsewhere", "source_uuid": "other", "started_at": 1.0}'))
+    assert migrate(a, target, TOKENS).copied == 0
+    with pytest.raises(MigrationUnfinished, match="unfinished copy of elsewhere"):
+        _memory(data)
+
+
+def test_a_cut_merge_into_a_live_store_opens_warning_and_stats_name_it(tmp_path: Path, pg_url: str,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    # a merge into a production store with data of its own: a restart during the run,
+    # and after the run failed, opens it (before: MigrationUnfinished both times)
+    data, target = _production(tmp_path)
+    b, bkeys = _source(pg_url, "b", 4)
+    during: dict[str, list[str]] = {}
+
+    def progress(done: int, total: int) -> None:
+        if done == 1:  # a service restarting mid-merge
+            with _memory(data) as mem:
+                during["listed"] = sorted(mem.conversations(namespace=NS))
+
+    with pytest.raises(_Cut):
+        migrate(b, target, TOKENS, into_non_empty=True, progress=progress, fault=_cut_at(bkeys[STOP_AT]))
+    assert during["listed"] == ["b0", "prod"]
+    caplog.clear()  # the open mid-run warned too
+    with caplog.at_level(logging.WARNING, logger="tiermem"), _memory(data) as mem:
+        assert sorted(mem.conversations(namespace=NS)) == ["b0", "b1", "prod"]
+        assert [m["source"] for m in mem.stats()["unfinished_copies"]] == [_label(b)]
+        assert mem.stats()["unfinished_copies"][0]["refuses_open"] is False
+    warned = [r.getMessage() for r in caplog.records if "unfinished merge" in r.getMessage()]
+    assert len(warned) == 1 and _label(b) in warned[0] and "--accept-unfinished" in warned[0]
+    # the merge's rerun resumes, verifies and clears its mark
+    assert migrate(b, target, TOKENS, into_non_empty=True).copied == 4 - STOP_AT
+    assert _unfinished_sources(data) == []
+
+
+def test_accept_unfinished_clears_every_sources_mark_and_names_each(tmp_path: Path, pg_url: str) -> None:
+    from tiermem.tiers.migrate_store import accept_unfinished
+
+    data, target = _production(tmp_path)
+    (b, bkeys), (c, ckeys) = _source(pg_url, "b", 3), _source(pg_url, "c", 3)
+    for src, keys in ((b, bkeys), (c, ckeys)):  # two merges cut, each leaving its own mark
+        with pytest.raises(_Cut):
+            migrate(src, target, TOKENS, into_non_empty=True, fault=_cut_at(keys[1]))
+    assert sorted(_unfinished_sources(data)) == sorted([_label(b), _label(c)])
+    named, was = accept_unfinished(target[1], tokens=TOKENS)
+    assert named == target[1]
+    assert sorted(m.source for m in was) == sorted([_label(b), _label(c)])
+    assert _unfinished_sources(data) == []
+    assert accept_unfinished(target[1], tokens=TOKENS)[1] == []
+
+
+@pytest.mark.parametrize("make", [
+    "missing",  # a --to that does not exist: no store there, nothing created
+    "empty",  # an empty file: SQLite would take it for an empty store
+])
+def test_accept_unfinished_on_no_store_says_there_is_none(tmp_path: Path, make: str) -> None:
+    from tiermem.tiers.migrate_store import accept_unfinished
+
+    path = tmp_path / "nowhere"
+    if make == "empty":
+        path.mkdir()
+        (path / "tiermem.db").touch()
+    with pytest.raises(ValidationError, match="no store there and no unfinished copy to accept") as refused:
+        accept_unfinished(path, tokens=TOKENS)
+    assert "nothing to copy" not in str(refused.value)
+    assert make == "empty" or not path.exists()
