@@ -18,8 +18,8 @@ Invariants:
   Given the database's path, an I/O error on a disk with (next to) nothing free is said as
   that disk being full, naming where: SQLite meets a full disk as SQLITE_IOERR where it
   grows its -shm (every open of a WAL database, reads included), not only as SQLITE_FULL.
-  What it says of the write is true of the caller: a command that only reads is never
-  told that its write was rolled back or that nothing was written.
+  What it says of the write is true of the caller: a command or HTTP request that only
+  reads is never told that its write was rolled back or that nothing was written.
 
 This module imports only the standard library and `tiers.errors`, so every tier may use it.
 """
@@ -173,14 +173,20 @@ def free_bytes(path: Path) -> int | None:
     return (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
 
 
-def _full_disk_cause(where: Path) -> str:
-    return f"storage full: the disk holding {where} is full ({free_bytes(where) or 0} bytes free)"
+def _full_disk_cause(where: Path, named: str | None = None) -> str:
+    said = str(where) if named is None else named
+    return f"storage full: the disk holding {said} is full ({free_bytes(where) or 0} bytes free)"
 
 
 # what storage_problem says in place of a write's claim for a command that only reads
 # (reads_only): nothing of a write, which it did not make
 READ_RETRY_CLAIM = "; retry later"
 READ_FULL_CLAIM = "; free space on that disk and run it again"
+# ... and for an HTTP request that only reads (the service's reads)
+READ_FULL_REQUEST_CLAIM = "; send it again once that disk has room"
+# how the HTTP service names the disk (`disk_named`): its clients are not told the
+# server's paths (the operator has the data dir from the service's start line)
+DATABASE_DIR_WORDS = "the database's directory"
 
 
 class StorageProblem(NamedTuple):
@@ -212,7 +218,8 @@ INCOMPLETE_REQUEST_TEXT = ("the request may be partly done: it commits in severa
 
 def storage_problem(exc: BaseException, *, several_transactions: bool = False,
                     incomplete: str = INCOMPLETE_TEXT, db_path: Path | None = None,
-                    reads_only: bool = False) -> StorageProblem | None:
+                    reads_only: bool = False, disk_named: str | None = None,
+                    read_full_claim: str = READ_FULL_CLAIM) -> StorageProblem | None:
     """(status, message, busy) when `exc` (or what it was raised from) is the storage
     refusing, failing or busy: 507 for a full disk (SQLite's, or PostgreSQL's disk_full)
     or the database's size cap; 503 for a PostgreSQL server out of resources (the rest
@@ -235,15 +242,19 @@ def storage_problem(exc: BaseException, *, several_transactions: bool = False,
     `db_path`: the SQLite database the error came from, when known: a full disk is said
     as the disk holding its directory being full, and so is an I/O error where that disk
     has less than FULL_DISK_FREE_BYTES free (module docstring). `reads_only`: the caller
-    only reads (the CLI's history, search, export): the message says nothing of a write
-    (READ_RETRY_CLAIM, READ_FULL_CLAIM) and nothing is `refused_unwritten`."""
+    only reads (the CLI's history, search, export; the service's GETs and search): the message
+    says nothing of a write (READ_RETRY_CLAIM, `read_full_claim`: READ_FULL_CLAIM for a
+    command, READ_FULL_REQUEST_CLAIM for a request) and `refused_unwritten` stays what it
+    is (a read that the store refused wrote nothing either: the service's `"written":
+    false` is as true of it). `disk_named`: the words for the disk's directory in place
+    of its path (DATABASE_DIR_WORDS in the service, whose clients are not told paths)."""
     where = None if db_path is None else Path(db_path).parent
     disk_full = where is not None and (free_bytes(where) or 0) < FULL_DISK_FREE_BYTES
 
     def problem(status: int, cause: str, claim: str, *, busy: bool = False,
                 refused_unwritten: bool = False, read_claim: str = READ_RETRY_CLAIM) -> StorageProblem:
         if reads_only:
-            return StorageProblem(status, f"{cause}{read_claim}", busy=busy)
+            return StorageProblem(status, f"{cause}{read_claim}", busy=busy, refused_unwritten=refused_unwritten)
         if several_transactions:
             return StorageProblem(status, f"{cause}; {incomplete}", busy=busy)
         return StorageProblem(status, f"{cause}{claim}", busy=busy, refused_unwritten=refused_unwritten)
@@ -292,7 +303,8 @@ def storage_problem(exc: BaseException, *, several_transactions: bool = False,
         failing = (primary in (SQLITE_IOERR, SQLITE_CANTOPEN) or any(t in text for t in IO_FAILURE_TEXT)
                    or os_errno == errno.EIO)
         if where is not None and disk_full and (full or failing):
-            return problem(507, _full_disk_cause(where), "; nothing was written", read_claim=READ_FULL_CLAIM)
+            return problem(507, _full_disk_cause(where, disk_named), "; nothing was written",
+                           read_claim=read_full_claim)
         if full:  # with room on the disk: the database's size cap, or PostgreSQL's server
             return problem(507, "storage full: the database cannot grow (database or disk is full)",
                            "; nothing was written")

@@ -6,7 +6,9 @@ is 422 with a `loc` that points at the field (path, query, header or body), exce
 conditional append's `PositionMismatch`, 409 naming the position (and incarnation)
 expected and the position found (`PositionMismatchOut`; nothing was written); a missing
 conversation is 404 with the same body whether it does not exist or belongs to another
-namespace; a full disk is 507 and a read-only or failing database 503 with Retry-After
+namespace; a full disk is 507 (an SQLite store's disk said as full, without its path, also
+where SQLite met it as an I/O error: `storage_problem` given the database's path) and a
+read-only or failing database 503 with Retry-After
 (and /healthz reports the cold tier read-only for `STORAGE_FAILURE_MEMORY_S` after it); a
 busy one (another writer held SQLite past `busy_timeout_ms`, a PostgreSQL lock or
 statement timeout) 503 with a Retry-After of `STORAGE_BUSY_RETRY_AFTER_S`, /healthz unmoved;
@@ -15,7 +17,8 @@ another process on the store embedding with another `embedding_model` (`Embeddin
 Retry-After, /healthz unmoved;
 a 503 body carries `"written": false` only where the store certainly refused before
 writing (busy, read-only), never for a lost connection (the COMMIT may have landed);
-a route that commits in several transactions (`SEVERAL_TRANSACTION_ROUTES`: the erasures
+a request that only reads (`READ_ONLY_METHODS`, `READ_ONLY_ROUTES`) is never told of a write (rolled back, or
+nothing written); a route that commits in several transactions (`SEVERAL_TRANSACTION_ROUTES`: the erasures
 in batches) says instead that it may be partly done and is safe to send again
 (`INCOMPLETE_REQUEST_TEXT`), never "nothing was written", and carries no `"written"`;
 a method a path does not take is 405 with an `Allow` header listing every method the
@@ -52,7 +55,12 @@ from tiermem.service.head import with_head
 from tiermem.service.runtime import runtime_of
 from tiermem.service.schemas import error_body, error_type
 from tiermem.tiers.errors import WRITTEN_FIELD, not_found_detail
-from tiermem.tiers.files import INCOMPLETE_REQUEST_TEXT, storage_problem
+from tiermem.tiers.files import (
+    DATABASE_DIR_WORDS,
+    INCOMPLETE_REQUEST_TEXT,
+    READ_FULL_REQUEST_CLAIM,
+    storage_problem,
+)
 from tiermem.tiers.schema import DriverDatabaseError
 
 # the PostgreSQL driver's base error (its pool's timeout too), where the `postgres` extra is installed
@@ -78,6 +86,12 @@ SEVERAL_TRANSACTION_ROUTES = frozenset({
     ("DELETE", "/v1/namespace"),
     ("POST", "/v1/prune"),
 })
+
+# the requests that only read the store: a storage refusal says nothing of a write, which
+# they did not make (storage_problem's reads_only). Every GET and HEAD, and the search's
+# POST (its query in a body); not the context's POST, which may write the hot set and views
+READ_ONLY_METHODS = frozenset({"GET", "HEAD"})
+READ_ONLY_ROUTES = frozenset({("POST", "/v1/search")})
 
 
 def _field_loc(field_name: str) -> list[str | int]:
@@ -226,7 +240,16 @@ async def not_found(request: Request, exc: ConversationNotFound) -> JSONResponse
 def _storage_answer(request: Request, exc: BaseException) -> JSONResponse | None:
     route_path = getattr(request.scope.get("route"), "path", None)
     several = (request.method, route_path) in SEVERAL_TRANSACTION_ROUTES
-    problem = storage_problem(exc, several_transactions=several, incomplete=INCOMPLETE_REQUEST_TEXT)
+    reads = request.method in READ_ONLY_METHODS or (request.method, route_path) in READ_ONLY_ROUTES
+    runtime = getattr(request.app.state, "runtime", None)
+    mem = None if runtime is None else runtime.memory
+    config = mem.config if mem is not None else None if runtime is None else runtime.config
+    # an SQLite store's path: its disk is asked how much is free, so that a full disk met
+    # as an I/O error (growing the -shm) is 507 "full", not 503 "failing"
+    db_path = config.db_path if config is not None and config.cold_url is None else None
+    problem = storage_problem(exc, several_transactions=several, incomplete=INCOMPLETE_REQUEST_TEXT,
+                              db_path=db_path, reads_only=reads, disk_named=DATABASE_DIR_WORDS,
+                              read_full_claim=READ_FULL_REQUEST_CLAIM)
     if problem is None:
         return None
     status, detail, busy, refused_unwritten = problem
