@@ -164,9 +164,6 @@ SPOOL_PREFIX = "tiermem-import-"  # of that temporary file's name, where it has 
 # many conversations a file interleaves
 MAX_PENDING_CHUNKS = 4
 STORED_PAGE_MESSAGES = 1000  # an import compares what is stored with its file a page this long at a time
-# a file's line carries a stored message's own created_at within this (seconds): exports write the
-# stored float as it is; an ISO 8601 stamp keeps microseconds (`continues_new_incarnation`)
-STAMP_MATCH_S = 1e-3
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")  # RFC 8259's whitespace, all json skips
 
 
@@ -1168,39 +1165,7 @@ def stored_prefix(memory: Any, conv: ConversationCount, namespace: str) -> tuple
 Source = Dataset | FileData  # what an import writes from
 
 
-def continues_new_incarnation(memory: Any, conv: ConversationCount, namespace: str, start: int,
-                              erasure: Erasure) -> bool:
-    """Whether `conv`'s first `start` lines (its stored prefix, compared by body) are the
-    stored incarnation's own lines, all created after `erasure`: each carries its stored
-    message's created_at (within STAMP_MATCH_S; a line with none does not), and each
-    stored one is later than the erasure's server time. The stored conversation is then
-    a new incarnation of the name, the file its export, and the lines after the prefix
-    go on it (`erased_in_file`). An old export whose first lines only share their bodies
-    with the new incarnation carries its own old stamps; a prefix restored from the
-    erased data (--restore-erased) and stamped before the erasure is no new incarnation.
-    (One restored with its stamps ahead of the erasure cannot be told from a new one: its
-    old export's rest then imports, the erased data having been restored on purpose.)
-    Read only where the erasure would refuse the file otherwise."""
-    if start <= 0:
-        return False
-    key = memory.cold.key_of(namespace, conv.conversation_id)
-    if key is None:  # erased since stored_prefix read it: not this file's; the appends stop there
-        return False
-    i = 0
-    while i < start:
-        page = memory.cold.history(key, start=i, end=min(start, i + STORED_PAGE_MESSAGES) - 1)
-        for m in page:
-            own = conv.times[i]  # NaN (none given) is no match
-            if not (m.created_at > erasure.at and abs(own - m.created_at) <= STAMP_MATCH_S):
-                return False
-            i += 1
-        if not page:
-            return False  # shorter than the prefix now: changed since; the appends check it
-    return True
-
-
-def erased_in_file(conv: ConversationCount, start: int, erasure: Erasure | None, *,
-                   new_incarnation: bool = False) -> ImportOfErased | None:
+def erased_in_file(conv: ConversationCount, start: int, erasure: Erasure | None) -> ImportOfErased | None:
     """The refusal of `conv` when it was erased on request (`erasure`: its tombstones of
     reason 'erase', `ColdStore.erasures_of`; None: none) and a line the import would
     write, from `start` on (past what is stored), was created at or before
@@ -1211,35 +1176,13 @@ def erased_in_file(conv: ConversationCount, start: int, erasure: Erasure | None,
     again, so a conversation restored with --restore-erased, or recreated, is not refused
     its own re-import or later export. Lines created after both are a new conversation
     of the same name, as an append after it is. A pruned conversation is not refused
-    (`ImportOfErased`).
-
-    `new_incarnation` (`continues_new_incarnation`): the file's first `start` lines are
-    a new incarnation stored since the erasure, with their own stamps; the lines after
-    them continue it, and are compared with the erasure's time alone, as appends to it
-    are not refused at all: erased lines stamped ahead of the clock would otherwise
-    block the new conversation until their stamp passed (year 9999 at worst). A file
-    that starts no stored incarnation (nothing stored, a conflict at its first line, or
-    first lines that share only their bodies with it) is still compared with `until`: it
-    may be the old export."""
+    (`ImportOfErased`)."""
     if erasure is None:
         return None
     oldest = conv.oldest_from(start)
-    limit = erasure.at if new_incarnation else erasure.until
-    if oldest is not None and oldest <= limit:
-        return ImportOfErased(conv.conversation_id, erasure.at, oldest,
-                              newest=None if new_incarnation else erasure.newest)
+    if oldest is not None and oldest <= erasure.until:
+        return ImportOfErased(conv.conversation_id, erasure.at, oldest, newest=erasure.newest)
     return None
-
-
-def refusal_past(memory: Any, conv: ConversationCount, namespace: str, start: int,
-                 erasure: Erasure | None) -> ImportOfErased | None:
-    """`erased_in_file` of the lines from `start` on; where `until` refuses them and the
-    erasure's time alone would not, whether the prefix is a new incarnation's is read
-    (`continues_new_incarnation`), so most imports read nothing more."""
-    refusal = erased_in_file(conv, start, erasure)
-    if refusal is None or erasure is None or not continues_new_incarnation(memory, conv, namespace, start, erasure):
-        return refusal
-    return erased_in_file(conv, start, erasure, new_incarnation=True)
 
 
 def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 1000,
@@ -1277,10 +1220,7 @@ def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 10
     refused, ImportOfErased naming it and the erasure's time, before
     anything of the file is written: an erasure is not undone by restoring an old copy,
     unless `restore_erased` says so (`erased_in_file`). Lines already present are not
-    refused: a conversation restored or recreated since re-imports its own exports; and
-    where the file starts with a new incarnation's own lines (created after the erasure,
-    with their stamps: `continues_new_incarnation`), the lines after them are compared
-    with the erasure's time alone, so its continuation imports."""
+    refused: a conversation restored or recreated since re-imports its own exports."""
     report = ImportReport(bad_lines=list(data.bad))
     counts = data.counts()
     erasures: dict[str, Erasure] = {}
@@ -1295,9 +1235,9 @@ def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 10
         except ImportConflict as conflict:
             # the file differs from what is stored from there on: the lines there, when older
             # than the erasure, are the erased data (the name stored again since)
-            refusal = refusal_past(memory, c, namespace, conflict.position, erasure)
+            refusal = erased_in_file(c, conflict.position, erasure)
             raise (refusal or conflict) from None
-        refusal = refusal_past(memory, c, namespace, seen[c.conversation_id][1], erasure)
+        refusal = erased_in_file(c, seen[c.conversation_id][1], erasure)
         if refusal is not None:
             raise refusal
     starts = {cid: n for cid, (_token, n) in seen.items()}

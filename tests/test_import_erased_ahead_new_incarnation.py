@@ -1,22 +1,18 @@
-"""A new conversation of an erased name goes on importing when the erased lines were
-stamped ahead of the server clock (review of 8b6bdea / 3761fc8, item 1).
+"""A name erased with lines stamped ahead of the server clock stays refused to dated
+imports until that stamp passes, a new incarnation's continuation included.
 
 8b6bdea refuses an erased conversation's lines stamped at or before the later of the
-erasure and its newest erased message (`Erasure.until`). Applied to every line past the
-stored prefix, it also refused the continuation of a NEW incarnation stored under the
-name since (its stored lines + one 60 s later, stamped by a correct clock) until the old
-future stamp passed (year 9999 at worst), and reported a conflict on such a name as
-ImportOfErased instead of ImportConflict.
+erasure and its newest erased message (`Erasure.until`), on every line past the stored
+prefix. 29f34f3 let a file whose first lines were a new incarnation's own export go on with
+the erasure's time alone; a review showed `cat new.jsonl old_backup.jsonl` (or lines sorted
+by created_at) then restored the erased lines without --restore-erased, so it was taken
+back: a continuation by a correct clock cannot be told from the old lines behind it.
 
-Invariants: where the file's matched prefix is the stored incarnation's own lines (the
-same bodies and the same created_at) and those were created after the erasure, the lines
-after it are compared with the erasure's time alone (`continues_new_incarnation`): they
-import, and a conflict there is ImportConflict. An old export is still refused: nothing
-stored, a first line that only shares a body with the new incarnation (its own old
-stamp), or a stored prefix restored from the erased data (stamped before the erasure). A
-fresh file whose lines fall between the erasure and the newest erased stamp is refused,
-the message saying how to import a new conversation (undated lines, or --restore-erased);
-undated lines import."""
+Invariants: every dated line of the name stamped at or before `Erasure.until` is refused,
+whatever stored prefix it follows; the refusal says how to import a new conversation
+(undated lines, after the stamp, or --restore-erased); undated lines import; an old
+export is refused (nothing stored, conflicting at 0, sharing a first body, or behind a
+prefix restored from the erased data)."""
 
 from __future__ import annotations
 
@@ -87,12 +83,17 @@ def contents(mem: Memory) -> list[str]:
 # (case, stored after the erasure, the file's lines from (stored export, erased lines' stamp, now), expected,
 #  history after)
 CASES = [
-    # the new incarnation's export + one line 60 s later, correct clock: its continuation (refused before)
+    # the new incarnation's export + one line 60 s later, correct clock: refused until the erased stamp
+    # passes (it cannot be told from an old line behind the new export; the message says what to do)
     ("continuation", ["fresh start"], lambda exp, ahead, now: [*exp, line("next", now + MINUTE_S)],
-     "imported", ["fresh start", "next"]),
-    # a conflict past the new incarnation's own prefix: ImportConflict, as before 8b6bdea (refused as erased before)
-    ("conflict after own prefix", ["fresh start", "stored"],
-     lambda exp, ahead, now: [exp[0], line("other", now + MINUTE_S)], "ImportConflict", ["fresh start", "stored"]),
+     "ImportOfErased", ["fresh start"]),
+    # the new incarnation's export with the old backup after it (`cat new.jsonl old.jsonl`): the erased
+    # lines stay erased (29f34f3 restored them)
+    ("new export then old backup", ["fresh start"],
+     lambda exp, ahead, now: [*exp, line("hi", ahead), line(SECRET, ahead)], "ImportOfErased", ["fresh start"]),
+    # the same lines ordered by created_at (the new, correctly stamped ones first): still refused
+    ("sorted by created_at", ["fresh start", "stored"],
+     lambda exp, ahead, now: [*exp, line(SECRET, ahead)], "ImportOfErased", ["fresh start", "stored"]),
     # the old export, its first line's body the same as the new incarnation's (its own old stamp): still refused
     ("old export shares first body", ["hi"], lambda exp, ahead, now: [line("hi", ahead), line(SECRET, ahead)],
      "ImportOfErased", ["hi"]),
