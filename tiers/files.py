@@ -155,9 +155,13 @@ INSUFFICIENT_RESOURCES_SQLSTATE_CLASS = "53"
 
 
 # A filesystem with less than this free (to this process: root may use the blocks
-# reserved for it) is full for SQLite: a WAL frame is a page (4 KiB) and the -shm grows in
-# 32 KiB pieces, so an I/O error there is the disk being full, not a failing disk
+# reserved for it) is full for a write SQLite or the OS says failed for want of room
+# (SQLITE_FULL, ENOSPC): the disk, not the database's size cap
 FULL_DISK_FREE_BYTES = 1024 * 1024
+# ... and an I/O error is said as the disk being full only below this: the -shm grows in
+# 32 KiB pieces and a WAL frame is a page (4 KiB), so with two pieces' room left the I/O
+# error is a failing disk (503, retry), not a full one (507)
+IOERR_FULL_FREE_BYTES = 64 * 1024
 
 
 def free_bytes(path: Path) -> int | None:
@@ -173,9 +177,9 @@ def free_bytes(path: Path) -> int | None:
     return (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
 
 
-def _full_disk_cause(where: Path, named: str | None = None) -> str:
+def _full_disk_cause(where: Path, free: int, named: str | None = None) -> str:
     said = str(where) if named is None else named
-    return f"storage full: the disk holding {said} is full ({free_bytes(where) or 0} bytes free)"
+    return f"storage full: the disk holding {said} is full ({free} bytes free)"
 
 
 # what storage_problem says in place of a write's claim for a command that only reads
@@ -241,7 +245,8 @@ def storage_problem(exc: BaseException, *, several_transactions: bool = False,
 
     `db_path`: the SQLite database the error came from, when known: a full disk is said
     as the disk holding its directory being full, and so is an I/O error where that disk
-    has less than FULL_DISK_FREE_BYTES free (module docstring). `reads_only`: the caller
+    has less than IOERR_FULL_FREE_BYTES free (module docstring); where its free space
+    cannot be read, nothing is said of the disk. `reads_only`: the caller
     only reads (the CLI's history, search, export; the service's GETs and search): the message
     says nothing of a write (READ_RETRY_CLAIM, `read_full_claim`: READ_FULL_CLAIM for a
     command, READ_FULL_REQUEST_CLAIM for a request) and `refused_unwritten` stays what it
@@ -249,7 +254,8 @@ def storage_problem(exc: BaseException, *, several_transactions: bool = False,
     false` is as true of it). `disk_named`: the words for the disk's directory in place
     of its path (DATABASE_DIR_WORDS in the service, whose clients are not told paths)."""
     where = None if db_path is None else Path(db_path).parent
-    disk_full = where is not None and (free_bytes(where) or 0) < FULL_DISK_FREE_BYTES
+    # None: no path, or the kernel could not be asked: nothing is said of the disk's room
+    free = None if where is None else free_bytes(where)
 
     def problem(status: int, cause: str, claim: str, *, busy: bool = False,
                 refused_unwritten: bool = False, read_claim: str = READ_RETRY_CLAIM) -> StorageProblem:
@@ -302,8 +308,9 @@ def storage_problem(exc: BaseException, *, several_transactions: bool = False,
                 or os_errno in (errno.ENOSPC, errno.EDQUOT) or sqlstate == DISK_FULL_SQLSTATE)
         failing = (primary in (SQLITE_IOERR, SQLITE_CANTOPEN) or any(t in text for t in IO_FAILURE_TEXT)
                    or os_errno == errno.EIO)
-        if where is not None and disk_full and (full or failing):
-            return problem(507, _full_disk_cause(where, disk_named), "; nothing was written",
+        if where is not None and free is not None and (
+                (full and free < FULL_DISK_FREE_BYTES) or (failing and free < IOERR_FULL_FREE_BYTES)):
+            return problem(507, _full_disk_cause(where, free, disk_named), "; nothing was written",
                            read_claim=read_full_claim)
         if full:  # with room on the disk: the database's size cap, or PostgreSQL's server
             return problem(507, "storage full: the database cannot grow (database or disk is full)",
