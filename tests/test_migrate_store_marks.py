@@ -6,8 +6,15 @@ Invariants (tiers.migrate_store, "Marked until verified"):
   `migration_unfinished:<source db_uuid>`): a verified merge from A leaves the mark of B's
   cut copy, and a rerun with nothing to copy leaves another source's mark (before, one
   mark per store: any run cleared it, and the store opened silently missing part of B);
-- a mark of a run into an empty target refuses the open (MigrationUnfinished); a merge
-  (`--into-non-empty`) into a store with data of its own leaves that data whole, so the
+- a run into a store holding another source's mark is refused before writing anything
+  (OtherCopyUnfinished: finish that copy first), so that source's rerun can still resume
+  and clear it (before, the other run took the target's copy-of marker and the rerun was
+  refused);
+- a mark of a run into a target with no conversations of its own refuses the open
+  (MigrationUnfinished): a new store, one of tombstones only, or one holding only this
+  source's earlier copy (a cut rerun carrying its erasures; before, that copy counted as
+  the target's own data and the store opened); a merge (`--into-non-empty`) into a
+  store with conversations of its own leaves them whole, so the
   store opens during and after the run, warning, and `stats()` lists the mark
   (`unfinished_copies`) until a rerun of that merge verifies it (before, a restart during
   a merge into a live store, or after one failed, was refused);
@@ -28,7 +35,7 @@ from hash_embedder import HashEmbedder
 from pg_server import Where, fresh_schema, migrate, migration_spec, opened
 
 from tiermem import Config, Memory
-from tiermem.errors import MigrationUnfinished, ValidationError
+from tiermem.errors import MigrationUnfinished, OtherCopyUnfinished, ValidationError
 from tiermem.tiers.models import Message
 from tiermem.tiers.tokens import BpeTokenCounter
 
@@ -83,25 +90,39 @@ def _label(where: Where) -> str:
     return store_label(*migration_spec(where))
 
 
-def test_a_verified_merge_from_another_source_leaves_a_cut_first_copy_refused(tmp_path: Path, pg_url: str) -> None:
-    # B's first copy into an empty target, cut after STOP_AT of 5; then A merged in whole
-    # (before: A's verified commit deleted B's mark, and the store opened silently
-    # holding b0, b1 of b0..b4)
+def test_a_merge_from_another_source_is_refused_until_a_cut_first_copy_is_finished(tmp_path: Path,
+                                                                                   pg_url: str) -> None:
+    # B's first copy into an empty target, cut after STOP_AT of 5; A's merge is refused
+    # before writing anything (before 2026-12-07's per-source marks: A's verified commit
+    # deleted B's mark and the store opened silently holding b0, b1 of b0..b4; before
+    # this refusal: A's copy took the target's copy-of marker, so B's rerun was refused
+    # and B's mark could be cleared by --accept-unfinished only)
     (b, bkeys), (a, _) = _source(pg_url, "b", 5), _source(pg_url, "a", 2)
     data = tmp_path / "target"
     target: Where = ("sqlite", str(data / "tiermem.db"))
     with pytest.raises(_Cut):
         migrate(b, target, TOKENS, fault=_cut_at(bkeys[STOP_AT]))
-    assert migrate(a, target, TOKENS, into_non_empty=True).copied == 2
+    with pytest.raises(OtherCopyUnfinished) as blocked:
+        migrate(a, target, TOKENS, into_non_empty=True)
+    assert blocked.value.source == _label(b)
+    assert f"finish the copy from {_label(b)} first" in str(blocked.value)
     with pytest.raises(MigrationUnfinished) as refused:
         _memory(data)
     assert refused.value.source == _label(b)
+    # B's rerun resumes and verifies; then A merges
+    assert migrate(b, target, TOKENS).copied == 5 - STOP_AT
+    assert migrate(a, target, TOKENS, into_non_empty=True).copied == 2
+    with _memory(data) as mem:
+        assert sorted(mem.conversations(namespace=NS)) == ["a0", "a1", "b0", "b1", "b2", "b3", "b4"]
+        assert mem.stats()["unfinished_copies"] == []
 
 
-def test_a_rerun_with_nothing_to_copy_leaves_another_sources_mark(tmp_path: Path, pg_url: str) -> None:
+def test_a_run_into_a_store_with_another_sources_mark_writes_nothing_and_leaves_it(tmp_path: Path,
+                                                                                   pg_url: str) -> None:
     # a verified copy from A, and a mark of another run (the 2026-12-07 key, naming
-    # another source); A's rerun copies nothing and must not delete what it did not write
-    # (before: it did, and the store opened)
+    # another source); A's rerun, even with nothing to copy, is refused and must not
+    # delete what it did not write (before 2026-12-07's per-source marks: it did, and the
+    # store opened)
     a, _ = _source(pg_url, "a", 2)
     data = tmp_path / "target"
     target: Where = ("sqlite", str(data / "tiermem.db"))
@@ -109,7 +130,8 @@ def test_a_rerun_with_nothing_to_copy_leaves_another_sources_mark(tmp_path: Path
     with opened(target, TOKENS) as store, store.transaction() as c:
         c.execute("INSERT INTO meta(key, value) VALUES (?, ?)",
                   (LEGACY_KEY, '{"source": "elsewhere", "source_uuid": "other", "started_at": 1.0}'))
-    assert migrate(a, target, TOKENS).copied == 0
+    with pytest.raises(OtherCopyUnfinished, match="unfinished copy from elsewhere"):
+        migrate(a, target, TOKENS)
     with pytest.raises(MigrationUnfinished, match="unfinished copy of elsewhere"):
         _memory(data)
 
@@ -146,14 +168,19 @@ def test_accept_unfinished_clears_every_sources_mark_and_names_each(tmp_path: Pa
     from tiermem.tiers.migrate_store import accept_unfinished
 
     data, target = _production(tmp_path)
-    (b, bkeys), (c, ckeys) = _source(pg_url, "b", 3), _source(pg_url, "c", 3)
-    for src, keys in ((b, bkeys), (c, ckeys)):  # two merges cut, each leaving its own mark
-        with pytest.raises(_Cut):
-            migrate(src, target, TOKENS, into_non_empty=True, fault=_cut_at(keys[1]))
-    assert sorted(_unfinished_sources(data)) == sorted([_label(b), _label(c)])
+    b, bkeys = _source(pg_url, "b", 3)
+    with pytest.raises(_Cut):  # a merge cut, leaving its own mark
+        migrate(b, target, TOKENS, into_non_empty=True, fault=_cut_at(bkeys[1]))
+    # and a second source's (two runs begun together both pass the preflight)
+    with opened(target, TOKENS) as store, store.transaction() as c:
+        c.execute("INSERT INTO meta(key, value) VALUES (?, ?)",
+                  (LEGACY_KEY + ":c-uuid", '{"source": "c", "source_uuid": "c-uuid", "started_at": 2.0, '
+                   '"target_was_empty": false}'))
+    c_label = "c"
+    assert sorted(_unfinished_sources(data)) == sorted([_label(b), c_label])
     named, was = accept_unfinished(target[1], tokens=TOKENS)
     assert named == target[1]
-    assert sorted(m.source for m in was) == sorted([_label(b), _label(c)])
+    assert sorted(m.source for m in was) == sorted([_label(b), c_label])
     assert _unfinished_sources(data) == []
     assert accept_unfinished(target[1], tokens=TOKENS)[1] == []
 
@@ -173,3 +200,61 @@ def test_accept_unfinished_on_no_store_says_there_is_none(tmp_path: Path, make: 
         accept_unfinished(path, tokens=TOKENS)
     assert "nothing to copy" not in str(refused.value)
     assert make == "empty" or not path.exists()
+
+
+@pytest.mark.parametrize("merged", [
+    False,  # the target is the source's copy only: a cut rerun leaves it partial, refused
+    True,  # the copy was merged into a store with data of its own: that data is whole, it opens
+])
+def test_a_cut_rerun_of_the_copy_the_target_holds_refuses_the_open_unless_it_has_its_own_data(
+        tmp_path: Path, pg_url: str, merged: bool) -> None:
+    # a verified copy of S; S erases a0 and grows by a3, a4; the rerun that carries the
+    # erasure and copies them is cut at a4. The target's own data excludes S's earlier
+    # copy (before: that copy made the rerun's target "not empty", so its mark warned
+    # only and the store opened without a4, as it would have served a conversation the
+    # source erased had the cut come between two erasures)
+    s, skeys = _source(pg_url, "a", 3)
+    if merged:
+        data, target = _production(tmp_path)
+    else:
+        data = tmp_path / "target"
+        target = ("sqlite", str(data / "tiermem.db"))
+    assert migrate(s, target, TOKENS, into_non_empty=merged).copied == 3
+    with opened(s, TOKENS) as store:
+        store.delete_conversation(skeys[0])
+        for name in ("a3", "a4"):
+            store.append_batch(name, [Message(role="user", content=name)], namespace=NS)
+        cut = store.key_of(NS, "a4")
+    with pytest.raises(_Cut):
+        migrate(s, target, TOKENS, fault=_cut_at(cut))
+    if merged:
+        assert _unfinished_sources(data) == [_label(s)]
+    else:
+        with pytest.raises(MigrationUnfinished) as refused:
+            _memory(data)
+        assert refused.value.source == _label(s)
+    # the rerun finishes it and clears the mark
+    assert migrate(s, target, TOKENS).copied == 1
+    with _memory(data) as mem:
+        assert sorted(mem.conversations(namespace=NS)) == ["a1", "a2", "a3", "a4"] + (["prod"] if merged else [])
+        assert mem.stats()["unfinished_copies"] == []
+
+
+@pytest.mark.parametrize("kind", [
+    "empty",  # a new store: refused (so before too)
+    "tombstones only",  # everything it held erased: no data of its own to keep whole (before: it opened)
+])
+def test_a_cut_copy_into_a_store_without_conversations_of_its_own_refuses_the_open(tmp_path: Path, pg_url: str,
+                                                                                   kind: str) -> None:
+    b, bkeys = _source(pg_url, "b", 4)
+    data = tmp_path / "target"
+    with _memory(data) as mem:
+        if kind == "tombstones only":
+            mem.append("old", {"role": "user", "content": "erased before the copy"})
+            mem.delete_conversation("old")
+    with pytest.raises(_Cut):
+        migrate(b, ("sqlite", str(data / "tiermem.db")), TOKENS, into_non_empty=kind != "empty",
+                fault=_cut_at(bkeys[STOP_AT]))
+    with pytest.raises(MigrationUnfinished) as refused:
+        _memory(data)
+    assert refused.value.source == _label(b)

@@ -1096,6 +1096,22 @@ class MigrationRefused(TiermemError, ValueError):
         super().__init__(f"migrate-store into {target}: {problem}")
 
 
+class OtherCopyUnfinished(MigrationRefused):
+    """`migrate-store` will not copy into a target holding another source's unfinished
+    copy (its run never verified it): a run from here would take the target's copy-of
+    marker, so that source's rerun could no longer resume and clear its mark. Refused
+    before anything is written; names that source, when its run began and what to do."""
+
+    def __init__(self, target: str, source: str, started_at: float) -> None:
+        self.source = source
+        self.started_at = started_at
+        began = dt.datetime.fromtimestamp(started_at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        super().__init__(target, f"it holds an unfinished copy from {source} (a `tiermem migrate-store` run that "
+                                 f"began at {began} and never verified it); finish the copy from {source} first "
+                                 "(rerun that migrate-store), or, if that source is gone, run `tiermem migrate-store "
+                                 "--to <this store> --accept-unfinished`; nothing was written")
+
+
 class MigrationMismatch(TiermemError, RuntimeError):
     """A copied conversation (or the keys, tombstones) read back differently from its
     source: that part's transaction was rolled back. `advice`: why, and what to do, where

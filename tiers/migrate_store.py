@@ -112,17 +112,22 @@ Invariants:
 - Marked until verified: before a run's first copy (a first run or a merge, or a resume
   with conversations to copy, bring up to the source's or erase) the target records its
   own mark (meta UNFINISHED_PREFIX + the source's db_uuid: the source's label, when the run
-  began, whether the target was empty then; a resume keeps its first run's), deleted in the
-  transaction that records that run's verified copy (DONE). Each run writes and clears its
-  own source's mark only: a verified merge from A leaves the mark of B's cut copy (before,
-  one mark per store: A's run cleared it and the target opened missing part of B,
-  tests/test_migrate_store_marks.py). A run killed, cut by a deadline or failed leaves its
-  mark. Where the target was empty as the run began, `Memory` refuses the store
+  began, whether the target held conversations of its own then; a resume keeps its first
+  run's), deleted in the transaction that records that run's verified copy (DONE). Each
+  run writes and clears its own source's mark only (before, one mark per store: a
+  verified merge from A cleared B's and the target opened missing part of B,
+  tests/test_migrate_store_marks.py), and a run into a store holding another source's
+  mark is refused before writing (OtherCopyUnfinished: finish that copy first), since
+  it would take the target's MARKER and that source's rerun could no longer resume and
+  clear its mark. A run killed, cut by a deadline or failed leaves its mark. Where the
+  target held no conversation of its own as the run began (new, tombstones and keys
+  only, or holding only this source's earlier copy: a resume or a rerun carrying the
+  source's erasures or growth), `Memory` refuses the store
   (`check_finished`: MigrationUnfinished naming the source, when the run began and what
   to do), so a service pointed at a half-copied target does not serve part of the
   history as all of it (before 2026-12-07 it opened as any store:
   tests/test_migrate_store_unfinished.py). A merge (`--into-non-empty`) into a store
-  with data of its own leaves that data whole (each conversation is copied in its own
+  with conversations of its own leaves them whole (each conversation is copied in its own
   transaction): `Memory` opens it, logging a warning per mark and listing them in
   `stats()` (`unfinished_copies`), so a restart during a merge into a live store, or
   after one failed, is not refused. A marked store is refused as a source (its copy would
@@ -290,7 +295,13 @@ import numpy as np
 
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.dialect import without_nul
-from tiermem.tiers.errors import MigrationMismatch, MigrationRefused, MigrationUnfinished, ValidationError
+from tiermem.tiers.errors import (
+    MigrationMismatch,
+    MigrationRefused,
+    MigrationUnfinished,
+    OtherCopyUnfinished,
+    ValidationError,
+)
 from tiermem.tiers.files import SQLITE_HEADER
 from tiermem.tiers.models import loads_stored, search_text
 from tiermem.tiers.owed import OWED_MARK_KEY, OWED_PREFIX, new_mark
@@ -326,7 +337,8 @@ DONE = "migration_verified_at"  # meta key: when the last full verification pass
 UNFINISHED = "migration_unfinished"
 # meta key prefix, + the source's db_uuid: a run from that source is copying into this
 # store and has not verified it yet (JSON: the source's label and db_uuid, when the run
-# began, whether the target was empty then); written before the run's first copy, deleted
+# began, whether the target held no conversation of its own then: `target_was_empty`,
+# the name 2026-12-07 gave it); written before the run's first copy, deleted
 # with DONE's write by a run from that source only. Memory refuses a store holding one of
 # a run into an empty target (`check_finished`, MigrationUnfinished), and opens one merged
 # into (warning, `unfinished_marks` in its stats); refused as a source here: it may hold
@@ -1237,8 +1249,9 @@ class _Plan:
     # the run writes conversations or keys (a first run or a merge, or a resume with some
     # to copy, bring up to the source's or erase): the target is marked UNFINISHED first
     writes: bool = False
-    # the target held nothing as the run began (a first copy): its mark refuses the store's
-    # open until verified; a merge's target holds its own data whole, so its mark warns
+    # the target held no conversation of its own as the run began (a first copy, a rerun
+    # of the copy it holds, a store of tombstones only): its mark refuses the store's open
+    # until verified; a merge's target holds its own data whole, so its mark warns
     target_was_empty: bool = False
 
 
@@ -1267,14 +1280,28 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
         stones = dst.tombstones(dc)
         dst_dim = dst.vec_dim(dc) if dst.has_vectors(dc) else None
         dst_model = dst.vec_model(dc) if dst_dim is not None else None
+        dst_marks = _marks(dst.q(dc, MARKS_SQL, MARKS_PARAMS))
     if src_marks:  # its copy would be verified whole, and open as whole
         raise MigrationRefused(dst.label, f"the source is not a whole store ({src_marks[0].error(src.label)}); "
                                "nothing was written")
+    # another source's copy there never verified: its rerun must find the store as it left
+    # it (this run's copy would take the target's copy-of marker and refuse that rerun, so
+    # its mark could never be cleared but by --accept-unfinished)
+    others = [m for m in dst_marks if not _runs_own(m, source_uuid)]
+    if others:
+        raise OtherCopyUnfinished(dst.label, others[0].source, others[0].started_at)
     report.resumed = marker == source_uuid
     if marker is not None and marker != source_uuid and not into_non_empty:
         raise MigrationRefused(dst.label, f"it holds a copy of another store ({marker}); pass --into-non-empty "
                                "to merge")
     empty = not (dst_convs or dst_keys or stones)
+    # the target's own conversations: not those of this source (a resume's or rerun's
+    # earlier copy, its erased ones included), which this run may leave partial. Only
+    # these are whole whatever happens to the run, so only these let its mark open the
+    # store (keys and tombstones serve nothing; before, a rerun carrying the source's
+    # erasures into its own copy, or a copy into a store of tombstones only, opened cut)
+    from_source = {k for k, _, _ in src_convs} | {str(stone[0]) for stone in src_stones}
+    own_convs = [k for k, _, _ in dst_convs if k not in from_source]
     if not empty and not report.resumed and not into_non_empty:
         raise MigrationRefused(dst.label, f"it is not empty ({len(dst_convs)} conversations, {len(dst_keys)} keys, "
                                f"{len(stones)} tombstones); pass --into-non-empty to merge into it")
@@ -1374,7 +1401,7 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
         raise MigrationRefused(dst.label, f"{len(src_keys & dst_keys)} of the source's keys were already issued there")
     return _Plan(source_uuid, todo, dim, model, id_offset, id_offset + src_top, not resume_offset, grown, erased,
                  erase, undigested, writes=not report.resumed or bool(todo or grown or erase),
-                 target_was_empty=empty)
+                 target_was_empty=not own_convs)
 
 
 def _record_digests(src: _Side, dst: _Side, plan: _Plan) -> None:
