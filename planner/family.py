@@ -2,12 +2,11 @@
 
 Invariants:
 - A fork (tiers.cold `fork`) copies positions 0..up_to of its parent into the child and
-  records (parent key, up_to) on the child's row; nothing else links conversations (the
-  parent's retractions of the prefix made before the fork, copied after it, are the
-  child's own control rows, never recalled). Two conversations are of one family when
-  their chains of recorded parents meet (an ancestor, a descendant, or a branch of a
-  common ancestor), transitively; the parent's key stays recorded after the parent is
-  erased, so branches of an erased parent still meet there.
+  records (parent key, up_to) on the child's row; nothing else links conversations. Two
+  conversations are of one family when their chains of recorded parents meet (an
+  ancestor, a descendant, or a branch of a common ancestor), transitively; the parent's
+  key stays recorded after the parent is erased, so branches of an erased parent still
+  meet there.
 - The turns two members share are positions 0..N, N the least `up_to` on the path
   between them through the tree: those are one text, copied. Recalled from the other
   member they would come back duplicated, "from another conversation", and without the

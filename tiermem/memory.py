@@ -1387,8 +1387,6 @@ class Memory:
         self, conversation_id: str, up_to: int, *, new_id: str | None = None, namespace: str | None = None
     ) -> str:
         """A new conversation holding positions 0..up_to of this one; the parent is unchanged.
-        Its retractions made before the fork hold in the child: one past up_to that hides
-        an item of 0..up_to is copied after them (up_to + 1, ...: tiers.cold `fork`).
         Named `new_id`, or (none given) `<parent>.fork-<12 hex>` with the parent's part cut
         so that the id fits `max_id_chars` (`tiers.models.fork_id`): the child is appended
         to under that limit, as every id this config creates."""

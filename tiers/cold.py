@@ -1315,10 +1315,7 @@ class ColdStore(SharedQueries):
         conversation of the same namespace, named `new_id` (unique in that namespace;
         none: `fork_id` of the parent's name, at most `max_id_chars` characters);
         returns the child's key. A stored row that fails its model is not copied (its
-        position stays a gap, so positions still match the parent's). The parent's
-        retractions after up_to of items 0..up_to, made before the fork, are copied after
-        the prefix (up_to + 1, ...: tiers.formats `retractions_past`), so they hold in the
-        child as in the parent: its view of the prefix, retractions included.
+        position stays a gap, so positions still match the parent's).
 
         Whole or not at all, to every reader (DESIGN invariant 7), without holding the
         write lock for the whole copy (one transaction held it 5.8 s for a 30,000-turn
@@ -1546,33 +1543,7 @@ class ColdStore(SharedQueries):
             "WHERE conversation_id = ? AND superseded_by <= ? AND position NOT IN (SELECT position FROM temp.fork_skip)",
             (f.child, f.parent, f.up_to),
         )
-        self._fork_retractions_copied(c, f)
         self._step("fork:checkpoint")
-
-    def _fork_retractions_copied(self, c: Connection, f: _ForkCopy) -> None:
-        """Inside a fork's last transaction: the parent's retractions after up_to of items
-        the prefix holds (`_fork_retractions`), copied after it at up_to + 1, ... (their
-        row, turn and FTS rows; vectors by catch-up), so they hold in the child (its view
-        of the prefix is the parent's) and its last_message_at stays its newest message's."""
-        for i, at in enumerate(self._fork_retractions(c, f.parent, f.up_to)):
-            position = f.up_to + 1 + i
-            mid = int(c.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM messages").fetchone()[0])
-            c.execute(
-                "INSERT INTO messages(conversation_id, position, id, role, body, session_id, metadata, created_at) "
-                "SELECT ?, ?, ?, role, body, session_id, metadata, created_at FROM messages "
-                "WHERE conversation_id = ? AND position = ?", (f.child, position, mid, f.parent, at))
-            c.execute(
-                "INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, created_at, "
-                "embedded, intent, load_bearing, priority, label_reason) "
-                "SELECT ?, ?, ?, role, session_id, tokens, content_hash, created_at, 0, intent, load_bearing, "
-                "priority, label_reason FROM turns WHERE conversation_id = ? AND position = ?",
-                (f.child, position, mid, f.parent, at))
-            c.execute(
-                "INSERT INTO messages_fts(rowid, text, scope) SELECT ?, f.text, (SELECT " + SCOPE_SQL
-                + " FROM conversations c WHERE c.id = ?) FROM messages m JOIN messages_fts f ON f.rowid = m.id "
-                "WHERE m.conversation_id = ? AND m.position = ?", (mid, f.child, f.parent, at))
-            c.execute("UPDATE conversations SET last_message_at = (SELECT MAX(created_at) FROM messages "
-                      "WHERE conversation_id = ?1) WHERE id = ?1", (f.child,))
 
     @staticmethod
     def _fork_owned(c: Connection, child: str) -> None:

@@ -72,7 +72,7 @@ from tiermem.tiers.errors import (
     PositionOutOfRange,
     ValidationError,
 )
-from tiermem.tiers.formats import CONTROL_TYPE_PREFIX, is_control, retractions_past
+from tiermem.tiers.formats import CONTROL_TYPE_PREFIX, is_control
 from tiermem.tiers.models import (
     DEFAULT_FORK_MAX_ID_CHARS,
     FOLD_LINES_KEY,
@@ -896,32 +896,15 @@ class SharedQueries:
                 f"WHERE t.conversation_id IN ({','.join('?' * len(chunk))}) AND t.role = 'system' "
                 "ORDER BY m.conversation_id, m.position", chunk)
             for conv, pos, body in rows:
-                data = self._control_body(body)
-                if data is not None:
+                if CONTROL_TYPE_PREFIX not in body:
+                    continue
+                try:
+                    data = loads_stored(body)
+                except ValueError:
+                    continue  # salvaged where it is read; it hides nothing
+                if isinstance(data, dict) and is_control(data):
                     out.setdefault(str(conv), []).append((int(pos), data))
         return out
-
-    @staticmethod
-    def _control_body(body: str) -> dict[str, Any] | None:
-        """A stored body decoded where it is a control row, else None."""
-        if CONTROL_TYPE_PREFIX not in body:
-            return None
-        try:
-            data = loads_stored(body)
-        except ValueError:
-            return None  # salvaged where it is read; it hides nothing
-        return data if isinstance(data, dict) and is_control(data) else None
-
-    def _fork_retractions(self, c: Any, conversation_id: str, up_to: int) -> list[int]:
-        """Inside a fork's transaction: the positions of the parent's retractions after
-        up_to that the fork copies after its prefix (tiers.formats `retractions_past`),
-        read in the transaction that publishes it, so every one committed before holds."""
-        rows = c.execute(self.dialect.sql(
-            "SELECT m.position, m.body FROM turns t JOIN messages m "
-            "ON m.conversation_id = t.conversation_id AND m.position = t.position "
-            "WHERE t.conversation_id = ? AND t.role = 'system' ORDER BY m.position"), (conversation_id,)).fetchall()
-        controls = [(int(pos), data) for pos, body in rows if (data := self._control_body(body)) is not None]
-        return retractions_past(controls, up_to)
 
     def pin_version(self, conversation_id: str) -> int:
         # kept by triggers in both engines (m012_pin_versions)

@@ -1228,27 +1228,6 @@ def hidden_positions(rows: list[tuple[int, dict[str, Any]]]) -> tuple[set[int], 
     return hidden, clear
 
 
-def retractions_past(rows: list[tuple[int, dict[str, Any]]], up_to: int) -> list[int]:
-    """From a conversation's (position, body) control rows in log order: the positions of
-    its retractions after `up_to` (a pop, an edit, written after those items) that hide
-    an item 0..`up_to` its rows up to `up_to` do not hide, the first one per item, in
-    log order; control rows are never shown, so one naming a control row is not among
-    them. A fork of 0..up_to copies them after its prefix (tiers.cold/postgres `fork`):
-    the prefix alone would show those items, and a retraction made before the fork must
-    hold in it as in its parent."""
-    inside = hidden_positions([r for r in rows if r[0] <= up_to])[0]
-    controls = {pos for pos, _body in rows}
-    out: list[int] = []
-    named: set[int] = set()
-    for pos, body in rows:
-        p = body.get("position")
-        if (pos > up_to and body.get("type") == RETRACT_TYPE and isinstance(p, int) and not isinstance(p, bool)
-                and 0 <= p <= up_to and p not in inside and p not in controls and p not in named):
-            named.add(p)
-            out.append(pos)
-    return out
-
-
 def is_system(body: dict[str, Any]) -> bool:
     return body.get("role") in ("system", "developer") and body.get("type") in (None, "message")
 

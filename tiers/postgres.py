@@ -2766,29 +2766,6 @@ class PostgresStore(SharedQueries):
                 f'SELECT %(child)s, position, start, "end", superseded_by FROM {STATEMENT_TABLE} '
                 "WHERE conversation_id = %(parent)s AND superseded_by <= %(up)s "
                 "AND position <> ALL(%(skip)s::bigint[])", args)
-            # the parent's retractions after up_to of items the prefix holds, copied after it
-            # (tiers.cold `_fork_retractions_copied`); read under the FOR SHARE lock above
-            for i, at in enumerate(self._fork_retractions(c, conversation_id, up_to)):
-                one = {**args, "at": at, "pos": up_to + 1 + i}
-                c.execute(
-                    "INSERT INTO messages(conversation_id, position, id, role, body, session_id, metadata, created_at) "
-                    "SELECT %(child)s, %(pos)s, nextval('messages_id_seq'), role, body, session_id, metadata, "
-                    "created_at FROM messages WHERE conversation_id = %(parent)s AND position = %(at)s", one)
-                c.execute(
-                    "INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, "
-                    "created_at, embedded, intent, load_bearing, priority, label_reason, speaker) "
-                    "SELECT %(child)s, %(pos)s, m.id, t.role, t.session_id, t.tokens, t.content_hash, t.created_at, 0, "
-                    "t.intent, t.load_bearing, t.priority, t.label_reason, t.speaker FROM turns t "
-                    "JOIN messages m ON m.conversation_id = %(child)s AND m.position = %(pos)s "
-                    "WHERE t.conversation_id = %(parent)s AND t.position = %(at)s", one)
-                c.execute(
-                    "INSERT INTO messages_fts(id, conversation_id, namespace, text) "
-                    "SELECT m.id, %(child)s, %(ns)s, f.text FROM messages p JOIN messages_fts f ON f.id = p.id "
-                    "JOIN messages m ON m.conversation_id = %(child)s AND m.position = %(pos)s "
-                    "WHERE p.conversation_id = %(parent)s AND p.position = %(at)s", one)
-                c.execute("UPDATE conversations SET next_position = %(pos)s + 1, last_message_at = "
-                          "(SELECT MAX(created_at) FROM messages WHERE conversation_id = %(child)s) "
-                          "WHERE id = %(child)s", one)
             self._step("fork:checkpoint")
         return child
 
