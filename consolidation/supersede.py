@@ -20,7 +20,13 @@ Matching, in order of strength:
    it in the speaker's own choice or habit ("I like aisle seats on flights.")
    (`_named_slot`, `_slot_mentioned`; the meaning search's shared word too): "The cabin
    was freezing last night." shares only the password's place, and is no target, nor is
-   "The seat on the bus was broken today." (a seat's state, no preference);
+   "The seat on the bus was broken today." (a seat's state, no preference); a prohibition's
+   verb ("Never book me on red-eye flights.") is no word an order with "instead" shares
+   with it ("In this branch, book Porto instead."): that order gives what the user wants
+   in place of what the rule rules out or of another thing, and the rule stands unless the
+   order names what it is about, by a word or a value ("book me on red-eyes instead",
+   "call me after 10pm instead"; `_without_prohibited_verbs`). A rule to do ("Always seat
+   me by the window.") is revised by its verb as before ("seat me on the aisle instead");
 3. a slot-style correction ("make it Wednesday") matches the most recent turn holding a value of
    the same slot type (weekday, time, a routine's part of the day, date, money, number with its
    unit, place, size, e-mail, phone, language);
@@ -1258,6 +1264,19 @@ def _shared(text: str, words: Mapping[str, float], other: str, other_words: Mapp
     return shared, score
 
 
+# A prohibition's verb: "Never book me on red-eye flights.", "Don't call me after 9pm.", "Please
+# do not ever email me." (the word after the negation, in the text's own case).
+_PROHIBITED_VERB = lazy_compile(r"(?i)\b(?:never|don't|dont|do not)\s+(?:ever\s+)?([a-z][\w'-]*)")
+# "... instead" in a correction: the order gives another thing in place of one
+_INSTEAD_WORD = lazy_compile(r"\binstead\b")
+
+
+def _without_prohibited_verbs(text: str) -> str:
+    """`text` without the verb of any prohibition in it ("Never book me on red-eye flights."
+    -> "Never me on red-eye flights."): what the prohibition names apart from its act."""
+    return _PROHIBITED_VERB.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)], text)
+
+
 def _old_values(text: str) -> set[str]:
     vals = set()
     for m in _OLD_VALUE.finditer(text):
@@ -1402,6 +1421,7 @@ def find_superseded(
 
     best: tuple[float, int, int, str] | None = None  # (score, lb, position, reason)
     retracting = cue is not None and cue[0] == "retraction"
+    instead = not retracting and _INSTEAD_WORD.search(norm) is not None
     choice = _choice_only(text)
     of_it = bool(_IT_VALUE.match(norm))
     noun = _retracted_noun(_cue_text(norm))  # "the lunch": no sushi for 8pm (`_meal_fits`)
@@ -1428,6 +1448,17 @@ def find_superseded(
         if hit_old:
             why.append(f"old value '{hit_old[0]}'")
         shared, lex_score = _shared(text, words, c.text, _content(c.text))
+        if (instead and shared and not hit_old
+                and not set(shared) & _content(_without_prohibited_verbs(c.text)).keys()):
+            # "Never book me on red-eye flights." / "In this branch, book Porto instead.": an
+            # order with "instead" that shares only a prohibition's verb gives what the user
+            # wants in place of the thing ruled out, or in place of another thing; it names
+            # nothing the rule is about (its object, its time, a value of it), so the rule
+            # stands. A rule stated as an order to do ("Always seat me by the window.") is
+            # replaced by the same verb with another complement ("seat me on the aisle
+            # instead"), and a prohibition by one naming what it rules out ("book me on
+            # red-eyes instead", a slot's value: "call me after 10pm instead")
+            shared, lex_score = [], 0.0
         if shared:
             why.append("shared " + ",".join(f"'{w}'" for w in shared[:3]))
         cslots = _slots(c.text)
