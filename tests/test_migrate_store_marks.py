@@ -120,18 +120,40 @@ def test_a_merge_from_another_source_is_refused_until_a_cut_first_copy_is_finish
 def test_a_run_into_a_store_with_another_sources_mark_writes_nothing_and_leaves_it(tmp_path: Path,
                                                                                    pg_url: str) -> None:
     # a verified copy from A, and a mark of another run (the 2026-12-07 key, naming
-    # another source); A's rerun, even with nothing to copy, is refused and must not
-    # delete what it did not write (before 2026-12-07's per-source marks: it did, and the
-    # store opened)
-    a, _ = _source(pg_url, "a", 2)
+    # another source); A's rerun, even with nothing to copy, must not delete what it did
+    # not write (before 2026-12-07's per-source marks: it did, and the store opened). The
+    # target names A as its copy, so A's run takes no one's copy-of marker: it goes on
+    # (refused, two marks left by two runs at once could neither be finished); another
+    # source's run is refused, writing nothing
+    (a, _), (c2, _) = _source(pg_url, "a", 2), _source(pg_url, "c", 1)
     data = tmp_path / "target"
     target: Where = ("sqlite", str(data / "tiermem.db"))
     migrate(a, target, TOKENS)
     with opened(target, TOKENS) as store, store.transaction() as c:
         c.execute("INSERT INTO meta(key, value) VALUES (?, ?)",
                   (LEGACY_KEY, '{"source": "elsewhere", "source_uuid": "other", "started_at": 1.0}'))
+    assert migrate(a, target, TOKENS).copied == 0
     with pytest.raises(OtherCopyUnfinished, match="unfinished copy from elsewhere"):
-        migrate(a, target, TOKENS)
+        migrate(c2, target, TOKENS, into_non_empty=True)
+    with pytest.raises(MigrationUnfinished, match="unfinished copy of elsewhere"):
+        _memory(data)
+
+
+def test_the_source_the_target_names_finishes_beside_another_sources_mark(tmp_path: Path,
+                                                                          pg_url: str) -> None:
+    # A's copy cut, and a mark of another source beside it (two runs that passed the
+    # check at once): A's rerun resumes and clears A's mark, the other's stays (before:
+    # both reruns were refused OtherCopyUnfinished, each naming the other)
+    a, akeys = _source(pg_url, "a", 4)
+    data = tmp_path / "target"
+    target: Where = ("sqlite", str(data / "tiermem.db"))
+    with pytest.raises(_Cut):
+        migrate(a, target, TOKENS, fault=_cut_at(akeys[STOP_AT]))
+    with opened(target, TOKENS) as store, store.transaction() as c:
+        c.execute("INSERT INTO meta(key, value) VALUES (?, ?)",
+                  ("migration_unfinished:other", '{"source": "elsewhere", "source_uuid": "other", '
+                   '"started_at": 1.0, "target_was_empty": true}'))
+    assert migrate(a, target, TOKENS).copied == 4 - STOP_AT
     with pytest.raises(MigrationUnfinished, match="unfinished copy of elsewhere"):
         _memory(data)
 

@@ -1109,7 +1109,7 @@ class OtherCopyUnfinished(MigrationRefused):
         super().__init__(target, f"it holds an unfinished copy from {source} (a `tiermem migrate-store` run that "
                                  f"began at {began} and never verified it); finish the copy from {source} first "
                                  "(rerun that migrate-store), or, if that source is gone, run `tiermem migrate-store "
-                                 "--to <this store> --accept-unfinished`; nothing was written")
+                                 "--to <this store> [--schema <its schema>] --accept-unfinished`; nothing was written")
 
 
 class MigrationMismatch(TiermemError, RuntimeError):
@@ -1142,7 +1142,7 @@ class MigrationUnfinished(TiermemError, RuntimeError):
                          f"at {began} and never verified the copy (it was killed, cut by a deadline, or failed), "
                          "so it may hold only part of that history; it is not opened. Rerun `tiermem migrate-store` "
                          "from that source into it to finish the copy (it resumes where the run stopped), or, if "
-                         "the source is gone, run `tiermem migrate-store --to <this store> --accept-unfinished` to "
+                         "the source is gone, run `tiermem migrate-store --to <this store> [--schema <its schema>] --accept-unfinished` to "
                          "keep what was copied as it is")
 
 

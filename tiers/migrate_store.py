@@ -1286,9 +1286,11 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
                                "nothing was written")
     # another source's copy there never verified: its rerun must find the store as it left
     # it (this run's copy would take the target's copy-of marker and refuse that rerun, so
-    # its mark could never be cleared but by --accept-unfinished)
+    # its mark could never be cleared but by --accept-unfinished). A run of the source the
+    # target already names as its copy takes the marker from no one: it goes on, so that of
+    # two marks (two runs that passed this check at once) one can always be finished
     others = [m for m in dst_marks if not _runs_own(m, source_uuid)]
-    if others:
+    if others and marker != source_uuid:
         raise OtherCopyUnfinished(dst.label, others[0].source, others[0].started_at)
     report.resumed = marker == source_uuid
     if marker is not None and marker != source_uuid and not into_non_empty:
