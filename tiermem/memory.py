@@ -427,7 +427,7 @@ def _refuse_unfinished(store: ColdStore | PostgresStore, spec: str | Path, schem
         log.warning("%s holds an unfinished merge from %s (a `tiermem migrate-store` run into it, which held data "
                     "of its own, began at %s and never verified its copy): the store's own data is whole, but "
                     "conversations of that source may be missing or partial; rerun that migrate-store to finish it, or, if the source is "
-                    "gone, `tiermem migrate-store --to <this store> --accept-unfinished` to keep it as it is",
+                    "gone, `tiermem migrate-store --to <this store> [--schema <its schema>] --accept-unfinished` to keep it as it is",
                     store_label(spec, schema), mark.source, began)
 
 
