@@ -177,6 +177,18 @@ the turn classifier through their public methods. Its invariants:
   knocked a glass over", "my cat broke a glass": the verb is read by the article,
   possessive or object pronoun after it, whatever its form) tells an event, no value of
   that thing, and a statement of its state ("my cat is 5") never revises it.
+- What a correction leaves standing: one that drops some items of a list and not all
+  ("I'm not allergic to latex after all." / "I'm allergic to penicillin and latex.": a
+  negation or a removal, holding no list of its own, `names_part_of_list`) supersedes
+  nothing of that statement, by any path (the rules, a chain, the meaning search): it
+  stays current beside the correction, the lesser harm than hiding the penicillin
+  allergy. Who a correction reports ("Linda said the offsite is moved ...") is no word
+  it shares with a statement naming them ("My manager is Linda."), nor, where that is
+  all the two share, a target by meaning (`_reporter_alone`). A value of a noun for a
+  thing ("My budget for the new phone is $700.") revises no statement of that noun
+  qualified otherwise that never names the thing ("... for the new laptop", "the grocery
+  budget": `_other_purpose`). What a party eats, drinks or smokes is the party's own
+  ("my dad doesn't eat beef anymore" is his, no change of the user's diet).
 - What kind of the user's fact (`fact_kinds`, closed word classes): where they live,
   where they work, what they eat, what they are called. A correction revises only a turn,
   and of a turn only a statement, of a kind it tells too where both tell one (the rules,
@@ -1340,6 +1352,110 @@ SIMILARITY_ALONE_MIN_COSINE = 0.6
 RETRACTION_ALONE_MIN_COSINE = 0.35
 
 
+# A list in one statement: items joined by commas and a closing "and" / "or" ("I'm allergic
+# to penicillin and latex.", "eggs, milk and bread"); a comma alone joins no list ("12 Elm
+# Street, Leeds" is one address). Words that open an item are skipped to reach it.
+_LIST_TOKEN = lazy_compile(r"\d+(?:[.:,]\d+)*|[A-Za-z][\w'-]*|,")
+_LIST_JOINS = frozenset(("and", "or"))
+_ITEM_OPENERS = frozenset(("the", "a", "an", "my", "our", "some", "also"))
+# words that make "x and y" no list of values: people and the user ("Sam and I")
+# and words that close a range or a phrase, no value ("3.8 and up", "$50 or more")
+_NOT_ITEMS = frozenset(("i", "me", "we", "us", "you", "he", "she", "they", "him", "her", "them", "it", "more", "less",
+                        "up", "down", "over", "above", "below", "later", "earlier", "after", "before", "so", "on",
+                        "off", "out", "then", "again", "back", "else"))
+
+
+def _lists(statement: str) -> list[frozenset[str]]:
+    """The item stems of each list in `statement` (the word each side of a comma or of a
+    closing "and" / "or"), where it holds one."""
+    toks = [t.lower() for t in _LIST_TOKEN.findall(statement)]
+    out: list[frozenset[str]] = []
+    for i, t in enumerate(toks):
+        if t not in _LIST_JOINS or i == 0:
+            continue
+        j = i + 1
+        while j < len(toks) and toks[j] in _ITEM_OPENERS:
+            j += 1
+        k = i - 1 - (toks[i - 1] == ",")  # an Oxford comma
+        if j >= len(toks) or toks[j] == "," or k < 0 or toks[k] == ",":
+            continue
+        items = [toks[j], toks[k]]
+        while k >= 2 and toks[k - 1] == "," and toks[k - 2] != ",":
+            k -= 2
+            items.append(toks[k])
+        # a pronoun or a word of no content ("3.8 and up", "this and that") joins no values
+        if any(w in _NOT_ITEMS or w in _LIST_JOINS or w in _STOP for w in items):
+            continue
+        out.append(frozenset(_stem(w) for w in items))
+    return out
+
+
+# what takes an item out of a list: a negation or a removal ("not allergic to latex", "no
+# longer gluten-free", "take milk off", "remove Tom", "a false alarm"); a correction without
+# one ("I moved to York with my wife." / "I live in Leeds with my wife and kids.") revises
+# the statement whatever item it names
+_DROPS_ITEM = lazy_compile(r"\b(?:not|no|never|anymore|off|remove|removed|drop|dropped|without|false alarm)\b|n't\b",
+                           re.I)
+
+
+def names_part_of_list(new: str, old: str) -> bool:
+    """Whether `new`, which holds no list of its own and drops something (`_DROPS_ITEM`),
+    names some but not all the items of a list `old` states ("I'm not allergic to latex
+    after all." / "I'm allergic to penicillin and latex."): it revises one item, and superseding the statement would hide
+    the others, still true (a penicillin allergy). The old statement stays current, the
+    lesser harm: the later correction is in view beside it. A correction that restates the
+    list ("they're 9 and 11", "Tuesdays and Thursdays") or names every item revises it."""
+    if _lists(new) or not _DROPS_ITEM.search(new):
+        return False
+    said = frozenset(_stem(t.lower()) for t in _LIST_TOKEN.findall(new) if t != ",")
+    return any(0 < len(items & said) < len(items) for a, e in statement_spans(old) for items in _lists(old[a:e]))
+
+
+# Who a correction reports ("Linda said the offsite is moved to Tuesday.", "my boss told me
+# ..."): the reporter's name is no evidence of the fact it revises ("My manager is Linda.")
+_REPORTER = lazy_compile(r"\b([A-Z][a-z]+|(?i:my|our)\s+[a-z]+)\s+(?:said|says|told me|tells me|mentioned|thinks)\b")
+
+
+def _reporter_alone(new: str, old: str) -> bool:
+    """Whether all that `new` shares with `old` in words is who `new` reports ("Linda said
+    the offsite is moved to Tuesday." / "My manager is Linda."): the manager is no offsite,
+    however near the two are in meaning by the name."""
+    reporters = {_stem(m.group(1).split()[-1]) for m in _REPORTER.finditer(new)}
+    shared = set(_content(new)) & set(_content(old))
+    return bool(reporters) and bool(shared) and shared <= reporters
+
+
+# A thing an amount or a value is for, named after the noun that holds it ("My budget for
+# the new phone is $700."): (the noun, the thing). "My budget for the new laptop is $1,200."
+# is another budget's value, as "The monthly grocery budget is $600." is.
+_FOR_THING = lazy_compile(
+    r"\b([a-z]+)\s+for\s+(?:(?:the|my|our|a|an|this|next)\s+)?(?:(?:new|next|upcoming)\s+)?([a-z]{3,})\s+"
+    r"(?:is|are|was|will be|should be|'s)\b", re.I)
+
+
+def _other_purpose(new: str, old: str) -> bool:
+    """Whether `new` states the value of a noun for a thing ("My budget for the new phone
+    is $700.") that `old` never mentions, while `old` qualifies the same noun otherwise ("my
+    budget for the new laptop", "the grocery budget"): two budgets, neither revising the
+    other. A noun `old` states bare ("My budget is $1,000.") may still be revised."""
+    m = _FOR_THING.search(new)
+    if m is None:
+        return False
+    word = m.group(2).lower()
+    head = _stem(m.group(1))
+    things = {_stem(word), _stem(word.removesuffix("ies") + "y")}  # "groceries" is the "grocery" budget's
+    old_words = [w.lower() for w in re.findall(r"[A-Za-z][\w'-]*", old)]
+    stems = [_stem(w) for w in old_words]
+    if things & set(stems) or head not in stems:
+        return False
+    at = stems.index(head)
+    before = old_words[at - 1] if at > 0 else ""
+    after = old_words[at + 1:at + 2]
+    qualified = (after == ["for"]) or (before not in _DETERMINERS and before not in _NEUTRAL_MODIFIERS
+                                       and before not in _STOP and before != "")
+    return qualified
+
+
 def find_superseded(
     text: str,
     candidates: Sequence[Candidate],
@@ -1418,6 +1534,8 @@ def find_superseded(
     # earlier turn holds that value is about something out of view: a single shared word or a
     # slot type is then too weak to pin it on another turn.
     orphan = bool(old_vals) and not any(_contains_value(c.text, v) for c in eligible for v in old_vals)
+    for rep in _REPORTER.finditer(text):
+        words.pop(_stem(rep.group(1).split()[-1]), None)  # who said it: not what it is about
 
     best: tuple[float, int, int, str] | None = None  # (score, lb, position, reason)
     retracting = cue is not None and cue[0] == "retraction"
@@ -1440,6 +1558,8 @@ def find_superseded(
             continue
         if noun is not None and not _meal_fits(noun, c.text):
             continue
+        if names_part_of_list(text, c.text) or _other_purpose(text, c.text):
+            continue  # one item of a list, or another thing's amount: the statement still holds
         if not retracting and _holds_every_value(slots, c.text, text):
             continue  # "Actually, it's raining in Oslo now." tells "I live in Oslo." nothing new
         why: list[str] = []
@@ -2319,6 +2439,13 @@ def _number_forms(word: str) -> frozenset[str]:
     return frozenset((word, word + "s", word + "es", word.removesuffix("s"), word.removesuffix("es")))
 
 
+# auxiliaries a party's habit is negated or asserted with, and the verbs whose object is the
+# party's own habit, not a thing of nobody's ("my sister eats fish", "my dad doesn't drink")
+_NEGATED_AUXILIARIES = frozenset(("doesn't", "don't", "didn't", "does", "do", "did", "never", "no", "longer",
+                                  "won't", "can't", "cannot", "not", "still", "usually", "always"))
+_HABIT_VERBS = frozenset(("eat", "eats", "ate", "drink", "drinks", "drank", "smoke", "smokes"))
+
+
 def _party_after(rest: Sequence[str], party: str) -> str | None:
     """The holder of "<party> <verb> ...": the party's own when the verb is a state or is
     followed by their thing, a preposition, a particle or a value ("moved to", "traded his
@@ -2328,6 +2455,9 @@ def _party_after(rest: Sequence[str], party: str) -> str | None:
     words = [w for w in rest if w not in _ADVERBS or w in _COPULAS][:3]
     if not words:
         return party
+    habit = [w for w in rest if w not in _ADVERBS and w not in _NEGATED_AUXILIARIES][:1]
+    if habit and habit[0] in _HABIT_VERBS:
+        return party  # "my dad doesn't eat beef anymore": what he eats, his own, whatever the object
     verb, obj = words[0], words[1] if len(words) > 1 else ""
     # a preposition, a particle or a value after the verb ("leave for school", "leave at
     # 8:00", "turns 5") opens no object: what changed is still the party's own
@@ -3771,6 +3901,9 @@ class Superseder:
                                      routine=routine, speaker=speaker)
         if not found and elliptical:
             found = self._chain_head(text, users, b, speaker)
+        # a correction of one item of a list leaves the list's statement current, by whatever
+        # path it was matched (`names_part_of_list`)
+        found = [(q, why) for q, why in found if not names_part_of_list(text, b.current_text(q))]
         # the same value said more than once: every current saying of it, not only the one
         # matched ("I live in Oslo." twice, then "Actually I moved to Bergen."); "never
         # mind" takes back what the user just said, and only that
@@ -4026,7 +4159,8 @@ class Superseder:
                      or elliptical or bool(named) or _asserts_new_value(own, t.text))
                 and (not routine or bool(set(_content(text)) & set(_content(t.text))))
                 and (noun is None or _meal_fits(noun, t.text))
-                and not (errand and _errand_of_its_own(text, t.text))]
+                and not (errand and _errand_of_its_own(text, t.text))
+                and not _reporter_alone(text, t.text)]
         # small talk on the same topic can sit a hair closer than the instruction the
         # update revises: a load-bearing turn within the margin is the likelier target
         for cos, t in fits:
