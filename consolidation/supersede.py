@@ -1278,7 +1278,10 @@ def _shared(text: str, words: Mapping[str, float], other: str, other_words: Mapp
 
 # A prohibition's verb: "Never book me on red-eye flights.", "Don't call me after 9pm.", "Please
 # do not ever email me." (the word after the negation, in the text's own case).
-_PROHIBITED_VERB = lazy_compile(r"(?i)\b(?:never|don't|dont|do not)\s+(?:ever\s+)?([a-z][\w'-]*)")
+_PROHIBITED_VERB = lazy_compile(r"(?i)\b(?:never|don[\u2019']?t|do not)(?:,?\s+ever,?)?\s+([a-z][\w'-]*)")
+# Words of an order that name nothing of its own ("On second thought, call me instead."):
+# an order made only of these and the prohibition's own words lifts the rule
+_REVERSAL_OPENER_WORDS = frozenset({"second", "thought", "actually", "now", "fine", "okay", "ok"})
 # "... instead" in a correction: the order gives another thing in place of one
 _INSTEAD_WORD = lazy_compile(r"\binstead\b")
 
@@ -1569,7 +1572,8 @@ def find_superseded(
             why.append(f"old value '{hit_old[0]}'")
         shared, lex_score = _shared(text, words, c.text, _content(c.text))
         if (instead and shared and not hit_old
-                and not set(shared) & _content(_without_prohibited_verbs(c.text)).keys()):
+                and not set(shared) & _content(_without_prohibited_verbs(c.text)).keys()
+                and words.keys() - _content(c.text).keys() - _REVERSAL_OPENER_WORDS):
             # "Never book me on red-eye flights." / "In this branch, book Porto instead.": an
             # order with "instead" that shares only a prohibition's verb gives what the user
             # wants in place of the thing ruled out, or in place of another thing; it names
@@ -1577,7 +1581,8 @@ def find_superseded(
             # stands. A rule stated as an order to do ("Always seat me by the window.") is
             # replaced by the same verb with another complement ("seat me on the aisle
             # instead"), and a prohibition by one naming what it rules out ("book me on
-            # red-eyes instead", a slot's value: "call me after 10pm instead")
+            # red-eyes instead", a slot's value: "call me after 10pm instead"); an order that
+            # names nothing of its own ("Don't call me." / "Call me instead.") lifts the rule
             shared, lex_score = [], 0.0
         if shared:
             why.append("shared " + ",".join(f"'{w}'" for w in shared[:3]))

@@ -42,6 +42,15 @@ CASES: list[tuple[list[str], int | None]] = [
     (["Always seat me by the window.", "Actually, seat me on the aisle instead."], 0),
     # a plain request, as before
     (["Book a table at Nong's for Friday.", "Book a table at Chez Marie instead."], 0),
+    # an order naming nothing of its own lifts the rule (8a5be46 left "Don't call me." current)
+    (["Don't call me.", "Call me instead."], 0),
+    # ... with an opener and a "please" (8a5be46: kept current)
+    (["Please don't call me.", "On second thought, call me instead."], 0),
+    (["Do not email me.", "Please email me instead."], 0),
+    # a curly apostrophe's "don't" is a prohibition too (before: superseded on "book")
+    (["Don\u2019t book me on red-eye flights.", "In this branch, book Porto instead."], None),
+    # "never, ever" (before: superseded on "book")
+    (["Please never, ever book me on red-eye flights.", "In this branch, book Porto instead."], None),
 ]
 
 
