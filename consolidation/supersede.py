@@ -1401,6 +1401,13 @@ _DROPS_ITEM = lazy_compile(r"\b(?:not|no|never|anymore|off|remove|removed|drop|d
                            re.I)
 
 
+# words a removal says besides the item it drops ("Take milk off the list.", "Latex turned
+# out to be a false alarm.", "I'm not allergic to latex after all."): no value of its own
+_REMOVAL_STEMS = frozenset(_stem(w) for w in (
+    "take", "took", "remove", "removed", "drop", "dropped", "off", "list", "false", "alarm", "turned", "out",
+    "after", "all", "anymore", "longer", "actually", "sorry", "now", "really"))
+
+
 def names_part_of_list(new: str, old: str) -> bool:
     """Whether `new`, which holds no list of its own and drops something (`_DROPS_ITEM`),
     names some but not all the items of a list `old` states ("I'm not allergic to latex
@@ -1409,6 +1416,11 @@ def names_part_of_list(new: str, old: str) -> bool:
     lesser harm: the later correction is in view beside it. A correction that restates the
     list ("they're 9 and 11", "Tuesdays and Thursdays") or names every item revises it."""
     if _lists(new) or not _DROPS_ITEM.search(new):
+        return False
+    # a value of its own ("I don't live in Bosnia anymore, I moved to Croatia.", "I'm not a
+    # nurse anymore, I'm a paramedic now", "amoxicillin, not penicillin"): a correction of
+    # the statement, which this rule must not keep current
+    if set(_content(new)) - set(_content(old)) - _REMOVAL_STEMS:
         return False
     said = frozenset(_stem(t.lower()) for t in _LIST_TOKEN.findall(new) if t != ",")
     return any(0 < len(items & said) < len(items) for a, e in statement_spans(old) for items in _lists(old[a:e]))
@@ -1419,13 +1431,25 @@ def names_part_of_list(new: str, old: str) -> bool:
 _REPORTER = lazy_compile(r"\b([A-Z][a-z]+|(?i:my|our)\s+[a-z]+)\s+(?:said|says|told me|tells me|mentioned|thinks)\b")
 
 
+# a report about the reporter ("Leo says he's 10 now.", "Anna told me she quit law"): the
+# name is then whose fact it is, evidence as any
+_ABOUT_THEMSELVES = lazy_compile(r"\s*,?\s*(?:that\s+)?(?:he|she|they)\b", re.I)
+
+
+def reporters(text: str) -> set[str]:
+    """The stems of who `text` reports, where the report is not about the reporter."""
+    return {_stem(m.group(1).split()[-1]) for m in _REPORTER.finditer(text)
+            if not _ABOUT_THEMSELVES.match(text, m.end())}
+
+
 def _reporter_alone(new: str, old: str) -> bool:
     """Whether all that `new` shares with `old` in words is who `new` reports ("Linda said
     the offsite is moved to Tuesday." / "My manager is Linda."): the manager is no offsite,
-    however near the two are in meaning by the name."""
-    reporters = {_stem(m.group(1).split()[-1]) for m in _REPORTER.finditer(new)}
+    however near the two are in meaning by the name. A report about the reporter ("Leo
+    says he's 10 now.") is no such report."""
+    reporters_ = reporters(new)
     shared = set(_content(new)) & set(_content(old))
-    return bool(reporters) and bool(shared) and shared <= reporters
+    return bool(reporters_) and bool(shared) and shared <= reporters_
 
 
 # A thing an amount or a value is for, named after the noun that holds it ("My budget for
@@ -1537,8 +1561,8 @@ def find_superseded(
     # earlier turn holds that value is about something out of view: a single shared word or a
     # slot type is then too weak to pin it on another turn.
     orphan = bool(old_vals) and not any(_contains_value(c.text, v) for c in eligible for v in old_vals)
-    for rep in _REPORTER.finditer(text):
-        words.pop(_stem(rep.group(1).split()[-1]), None)  # who said it: not what it is about
+    for rep in reporters(text):
+        words.pop(rep, None)  # who said it: not what it is about
 
     best: tuple[float, int, int, str] | None = None  # (score, lb, position, reason)
     retracting = cue is not None and cue[0] == "retraction"

@@ -76,6 +76,17 @@ CASES = [
     ("My sister lives in Oslo.", "My sister moved from Oslo to Bergen.", True),
     ("I live in Leeds with my wife and kids.", "I moved to York with my wife.", True),  # no item dropped
     ("My budget for the trip is $3,000.", "My budget for the trip is now $2,500.", True),  # the same thing
+    # a negation that gives a value of its own is a correction, list or no list (d12150d
+    # missed each: a review's regressions)
+    ("I live in Bosnia and Herzegovina.", "I don't live in Bosnia anymore, I moved to Croatia.", True),
+    ("I'm 30 and a nurse.", "I'm not a nurse anymore, I'm a paramedic now.", True),
+    ("I drive a Honda and my wife drives a Toyota.",
+     "I don't drive the Honda anymore, I sold it and bought a Tesla.", True),
+    ("I have two kids, Sam and Leo.", "Not two kids anymore, we have three now.", True),
+    ("I'm allergic to penicillin and latex.", "Actually it's amoxicillin, not penicillin.", True),
+    # a report about the reporter is whose fact it is (d12150d dropped the name as evidence)
+    ("My son Leo is 9.", "Leo says he's 10 now.", True),
+    ("My sister Anna is a lawyer.", "Anna told me she quit law and is a chef now.", True),
 ]
 
 
