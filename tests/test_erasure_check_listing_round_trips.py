@@ -20,6 +20,7 @@ from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
+from tiermem.tiers.migrate_store import unfinished_marks
 from tiermem.tiers.postgres import PostgresStore, count_round_trips
 
 NS = "acme"
@@ -56,7 +57,8 @@ CALLS: list[tuple[str, Callable[[Memory], object], Callable[[Memory], object]]] 
     # a namespace's counts
     ("stats_namespace", lambda m: m.stats(namespace=NS), lambda m: _cold(m).namespace_stats(NS)),
     # every tier's counts: the store's and its views' failures
-    ("stats", lambda m: m.stats(), lambda m: (_cold(m).stats(), m.views.failing())),
+    # stats reads migrate-store's unfinished-copy marks too (bdd7a92): a statement it needs
+    ("stats", lambda m: m.stats(), lambda m: (_cold(m).stats(), m.views.failing(), unfinished_marks(_cold(m)))),
 ]
 
 
