@@ -1749,7 +1749,16 @@ class Memory:
         _name_plan(ctx.plan, conv, name, self.cold)
         ctx.namespace = ns  # where an adapter reads its rows back (`to_anthropic`)
         if self.config.store_plans and record:
-            self.cold.store_plan(conv, ctx.plan.to_json())
+            try:
+                self.cold.store_plan(conv, ctx.plan.to_json())
+            except Exception as exc:
+                from tiermem.tiers.files import storage_problem
+
+                if storage_problem(exc) is None:
+                    raise
+                # the plan log is a record of how contexts were chosen: a store refusing
+                # it (a full disk, read-only, busy) costs that record, not the context
+                log.warning("could not store the context's plan, the context is answered: %s", exc)
         self._look_for_owed_scrub()
         return ctx
 
